@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The shifting rules, once, as pure functions on buffers.
+ *
+ * They follow the kernel's idmapped-mount rules: an object shifted here
+ * and read plainly looks like the original read through an idmapped
+ * mount whose user namespace carries the same map.  Nothing here does
+ * I/O; every backend (tree, ext4, tar) calls these and nothing else to
+ * decide what an id becomes.
+ */
+#ifndef SHIFTIMG_RULES_H
+#define SHIFTIMG_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shiftimg.h"
+
+/* The kernel allows 340 extents in a uid_map; so do we. */
+#define SI_MAP_MAX	340
+/* The largest valid id: (uid_t)-1 is "no id". */
+#define SI_ID_MAX	0xfffffffeu
+
+enum si_kind { SI_KUID = 0, SI_KGID = 1 };
+
+struct si_extent {
+	uint32_t first;		/* first id in the source space */
+	uint32_t target;	/* what first becomes */
+	uint32_t count;
+};
+
+/* One direction of one map, sorted by first for lookup. */
+struct si_idmap {
+	unsigned int nr;
+	struct si_extent ext[SI_MAP_MAX];
+};
+
+/* Everything a rule needs: both maps in the run's direction, the policy. */
+struct si_rules {
+	struct si_idmap map[2];		/* [SI_KUID], [SI_KGID] */
+	enum shiftimg_unmapped unmapped;
+	bool reverse;			/* only for the capability v3 -> v2 rule */
+};
+
+/*
+ * Unmapped ids seen, kept small: which ids (the first SI_TALLY_IDS
+ * distinct ones with their counts), how many objects, a few paths.
+ */
+#define SI_TALLY_IDS		32
+#define SI_TALLY_EXAMPLES	5
+
+struct si_tally_id {
+	uint32_t id;
+	uint8_t kind;		/* enum si_kind */
+	uint64_t count;
+};
+
+struct si_tally {
+	struct shiftimg_stats st;
+	unsigned int nr_ids;
+	uint64_t more_ids;	/* distinct unmapped ids beyond nr_ids */
+	struct si_tally_id ids[SI_TALLY_IDS];
+	unsigned int nr_examples;
+	char *examples[SI_TALLY_EXAMPLES];
+	bool pending;		/* an id of the current object was unmapped */
+};
+
+/* Results of a rule; a bit set. */
+#define SI_CHANGED	(1 << 0)	/* the output differs from the input */
+#define SI_UNMAPPED	(1 << 1)	/* an id was not covered by the map */
+
+/* ---- maps (map.c) ---- */
+
+/* Inserts a range, refusing zero counts, overflow and overlaps. */
+int si_idmap_add(struct si_idmap *m, uint64_t first, uint64_t target,
+		 uint64_t count, char *err, size_t errlen);
+/* The inverse of a map (for --reverse). */
+void si_idmap_invert(const struct si_idmap *m, struct si_idmap *inv);
+/* Looks id up; returns true and sets *out when a range covers it. */
+bool si_idmap_lookup(const struct si_idmap *m, uint32_t id, uint32_t *out);
+bool si_idmap_is_identity(const struct si_idmap *m);
+
+/* ---- single ids (rules.c) ---- */
+
+/*
+ * Shifts one id by the policy.  Returns SI_CHANGED and/or SI_UNMAPPED.
+ * An unmapped id is recorded in t (if not NULL) and, under the "fail"
+ * and "keep" policies, left as it is.
+ */
+int si_shift_id(const struct si_rules *r, enum si_kind kind, uint32_t id,
+		uint32_t *out, struct si_tally *t);
+
+/* ---- xattr values (rules.c) ---- */
+
+/* POSIX ACL in the VFS xattr format (version 2): same length out. */
+int si_acl_xattr(const struct si_rules *r, const void *in, size_t len,
+		 void *out, struct si_tally *t);
+/* POSIX ACL in ext4's on-disk format (version 1): same length out. */
+int si_acl_ext4(const struct si_rules *r, const void *in, size_t len,
+		void *out, struct si_tally *t);
+
+/* security.capability: v1/v2 grow to v3 (24 bytes); out must hold 24. */
+#define SI_CAP_MAX	24
+int si_cap(const struct si_rules *r, const void *in, size_t len, void *out,
+	   size_t *outlen, struct si_tally *t);
+
+/* user.containers.override_stat "uid:gid:mode[:type]"; out holds 64. */
+#define SI_OVERRIDE_MAX	64
+int si_override_stat(const struct si_rules *r, const void *in, size_t len,
+		     void *out, size_t *outlen, struct si_tally *t);
+
+/* Which rule an xattr name needs; SI_XA_NONE for values left alone. */
+enum si_xattr_kind {
+	SI_XA_NONE = 0,
+	SI_XA_ACL,		/* system.posix_acl_access / _default */
+	SI_XA_CAP,		/* security.capability */
+	SI_XA_OVERRIDE,		/* user.containers.override_stat */
+};
+enum si_xattr_kind si_xattr_kind(const char *name);
+
+/*
+ * Shifts an xattr value given its full name, in VFS format.  out must
+ * hold len + SI_CAP_MAX bytes (or SI_OVERRIDE_MAX, whichever is larger).
+ * Returns SI_CHANGED/SI_UNMAPPED bits, 0 for names left alone, or
+ * -EINVAL for a malformed value (nothing is written then).
+ */
+int si_xattr(const struct si_rules *r, const char *name, const void *in,
+	     size_t len, void *out, size_t *outlen, struct si_tally *t);
+#define SI_XATTR_OUT(len) ((len) + SI_OVERRIDE_MAX)
+
+/* ---- tallies (tally.c) ---- */
+
+void si_tally_init(struct si_tally *t);
+void si_tally_free(struct si_tally *t);
+/* Records an unmapped id of the current object. */
+void si_tally_id(struct si_tally *t, enum si_kind kind, uint32_t id);
+/*
+ * Closes the current object: if any of its ids was unmapped, counts it
+ * and keeps path as an example.  Backends call it once per object.
+ */
+void si_tally_object(struct si_tally *t, const char *path);
+/* Adds src into dst (for per-thread tallies). */
+void si_tally_merge(struct si_tally *dst, const struct si_tally *src);
+
+#endif /* SHIFTIMG_RULES_H */

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The handle, as the backends see it. */
+#ifndef SHIFTIMG_INT_H
+#define SHIFTIMG_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "shiftimg.h"
+#include "rules.h"
+
+struct si_backend;
+
+struct si_option {
+	char *key;
+	char *value;
+};
+
+struct shiftimg {
+	/* The maps as given, inside -> outside; have[k] if any range. */
+	struct si_idmap given[2];
+	bool have[2];
+	struct si_rules rules;		/* built by shiftimg_run() */
+	uint64_t flags;
+	unsigned int threads;
+
+	shiftimg_list_fn *list_fn;
+	void *list_arg;
+	shiftimg_progress_fn *progress_fn;
+	void *progress_arg;
+	pthread_mutex_t lock;		/* list_fn and progress_fn calls */
+
+	struct si_option *opts;
+	size_t nr_opts;
+
+	const struct si_backend *backend;
+	struct si_tally tally;
+	char err[1024];
+};
+
+/*
+ * Sets the handle's error and returns -err (err is a positive errno).
+ * The first error of a run wins: later ones are usually its echoes.
+ */
+int si_error(struct shiftimg *h, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Clears the error (the start of a run). */
+void si_error_clear(struct shiftimg *h);
+bool si_has_error(const struct shiftimg *h);
+
+/* The value of an option, or NULL. */
+const char *si_option(const struct shiftimg *h, const char *key);
+
+/* Reports a changed object to the list callback (thread-safe). */
+void si_list(struct shiftimg *h, const char *path, const char *what);
+/* Reports progress (thread-safe, the caller rate-limits nothing). */
+void si_progress(struct shiftimg *h, uint64_t done, uint64_t total);
+
+/* The number of worker threads to use (the option, or one per core). */
+unsigned int si_threads(const struct shiftimg *h);
+
+#endif /* SHIFTIMG_INT_H */
