@@ -53,6 +53,7 @@ struct shiftimg_stats {
 	uint64_t flags_cleared;	/* immutable/append-only cleared and restored */
 	uint64_t unmapped;	/* objects holding at least one unmapped id */
 	uint64_t skipped_mounts; /* mount points not descended into */
+	uint64_t errors;	/* objects that could not be shifted */
 	double seconds;
 };
 

@@ -40,7 +40,6 @@ struct si_idmap {
 struct si_rules {
 	struct si_idmap map[2];		/* [SI_KUID], [SI_KGID] */
 	enum shiftimg_unmapped unmapped;
-	bool reverse;			/* only for the capability v3 -> v2 rule */
 };
 
 /*
@@ -105,8 +104,11 @@ int si_acl_ext4(const struct si_rules *r, const void *in, size_t len,
 int si_cap(const struct si_rules *r, const void *in, size_t len, void *out,
 	   size_t *outlen, struct si_tally *t);
 
-/* user.containers.override_stat "uid:gid:mode[:type]"; out holds 64. */
-#define SI_OVERRIDE_MAX	64
+/*
+ * user.containers.override_stat "uid:gid:mode[:type]": the ids change,
+ * the rest is copied; out must hold len + SI_OVERRIDE_GROW bytes.
+ */
+#define SI_OVERRIDE_GROW 20
 int si_override_stat(const struct si_rules *r, const void *in, size_t len,
 		     void *out, size_t *outlen, struct si_tally *t);
 
@@ -121,13 +123,13 @@ enum si_xattr_kind si_xattr_kind(const char *name);
 
 /*
  * Shifts an xattr value given its full name, in VFS format.  out must
- * hold len + SI_CAP_MAX bytes (or SI_OVERRIDE_MAX, whichever is larger).
+ * hold SI_XATTR_OUT(len) bytes.
  * Returns SI_CHANGED/SI_UNMAPPED bits, 0 for names left alone, or
  * -EINVAL for a malformed value (nothing is written then).
  */
 int si_xattr(const struct si_rules *r, const char *name, const void *in,
 	     size_t len, void *out, size_t *outlen, struct si_tally *t);
-#define SI_XATTR_OUT(len) ((len) + SI_OVERRIDE_MAX)
+#define SI_XATTR_OUT(len) ((len) + SI_CAP_MAX)
 
 /* ---- tallies (tally.c) ---- */
 

@@ -48,6 +48,12 @@ int si_error(struct shiftimg *h, int err, const char *fmt, ...)
 void si_error_clear(struct shiftimg *h);
 bool si_has_error(const struct shiftimg *h);
 
+/*
+ * Refuses a run whose tally holds unmapped ids (--unmapped=fail): the
+ * message says which ids, how many objects, and a few example paths.
+ */
+int si_unmapped_refuse(struct shiftimg *h, const char *target);
+
 /* The value of an option, or NULL. */
 const char *si_option(const struct shiftimg *h, const char *key);
 

@@ -1,0 +1,565 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The handle: maps, options, errors, and the driver that picks a
+ * backend and runs its passes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+struct shiftimg *shiftimg_new(void)
+{
+	struct shiftimg *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	si_tally_init(&h->tally);
+	return h;
+}
+
+void shiftimg_free(struct shiftimg *h)
+{
+	size_t i;
+
+	if (!h)
+		return;
+	for (i = 0; i < h->nr_opts; i++) {
+		free(h->opts[i].key);
+		free(h->opts[i].value);
+	}
+	free(h->opts);
+	si_tally_free(&h->tally);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+/* ---- errors ---- */
+
+int si_error(struct shiftimg *h, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!h->err[0]) {
+		va_start(ap, fmt);
+		vsnprintf(h->err, sizeof(h->err), fmt, ap);
+		va_end(ap);
+	}
+	return -err;
+}
+
+void si_error_clear(struct shiftimg *h)
+{
+	h->err[0] = '\0';
+}
+
+bool si_has_error(const struct shiftimg *h)
+{
+	return h->err[0] != '\0';
+}
+
+const char *shiftimg_error(const struct shiftimg *h)
+{
+	return h->err;
+}
+
+/* ---- maps ---- */
+
+int shiftimg_map_add(struct shiftimg *h, unsigned int kinds, uint64_t inside,
+		     uint64_t outside, uint64_t count)
+{
+	char msg[256];
+	int k;
+
+	if (!(kinds & SHIFTIMG_BOTH))
+		return si_error(h, EINVAL, "map: no id kind given");
+	for (k = 0; k < 2; k++) {
+		if (!(kinds & (1u << k)))
+			continue;
+		if (si_idmap_add(&h->given[k], inside, outside, count, msg,
+				 sizeof(msg)) < 0)
+			return si_error(h, EINVAL, "%s map: %s",
+					k ? "gid" : "uid", msg);
+		h->have[k] = true;
+	}
+	return 0;
+}
+
+/* Parses a decimal number up to 2^32 (a count may be that large). */
+static int parse_num(const char *s, char **end, uint64_t *v)
+{
+	char *e;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &e, 10);
+	if (errno || *v > 0x100000000ull)
+		return -1;
+	*end = e;
+	return 0;
+}
+
+/* Parses "I<sep>O<sep>N" where sep is ':' or blanks. */
+static int parse_triple(const char *s, bool blanks, uint64_t v[3])
+{
+	char *e = (char *)s;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (blanks)
+			while (*e == ' ' || *e == '\t')
+				e++;
+		if (parse_num(e, &e, &v[i]) < 0)
+			return -1;
+		if (i < 2 && !blanks && *e++ != ':')
+			return -1;
+	}
+	if (blanks)
+		while (*e == ' ' || *e == '\t' || *e == '\n')
+			e++;
+	return *e ? -1 : 0;
+}
+
+int shiftimg_map_parse(struct shiftimg *h, unsigned int kinds, const char *spec)
+{
+	uint64_t v[3];
+	const char *s = spec;
+
+	if (s[0] && s[1] == ':' && strchr("ugb", s[0])) {
+		kinds = s[0] == 'u' ? SHIFTIMG_UID :
+			s[0] == 'g' ? SHIFTIMG_GID : SHIFTIMG_BOTH;
+		s += 2;
+	}
+	if (parse_triple(s, false, v) < 0)
+		return si_error(h, EINVAL,
+				"map '%s': expected INSIDE:OUTSIDE:COUNT or [ugb]:INSIDE:OUTSIDE:COUNT",
+				spec);
+	return shiftimg_map_add(h, kinds, v[0], v[1], v[2]);
+}
+
+int shiftimg_map_load(struct shiftimg *h, unsigned int kinds, const char *path)
+{
+	char line[256];
+	unsigned int lineno = 0;
+	uint64_t v[3];
+	int err = 0;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		if (line[strspn(line, " \t\n")] == '\0')
+			continue;
+		if (parse_triple(line, true, v) < 0) {
+			err = si_error(h, EINVAL,
+				       "%s:%u: expected 'INSIDE OUTSIDE COUNT'",
+				       path, lineno);
+			goto out_close;
+		}
+		err = shiftimg_map_add(h, kinds, v[0], v[1], v[2]);
+		if (err)
+			goto out_close;
+	}
+	if (ferror(f))
+		err = si_error(h, EIO, "%s: read error", path);
+out_close:
+	fclose(f);
+	return err;
+}
+
+/* Finds USER's first range in a subuid/subgid file ("name:start:count"). */
+static int subid_lookup(struct shiftimg *h, const char *path, const char *user,
+			const char *uidstr, uint64_t *start, uint64_t *count)
+{
+	char line[512];
+	size_t ulen = strlen(user), nlen = strlen(uidstr);
+	FILE *f;
+	int err = -ENOENT;
+
+	f = fopen(path, "re");
+	if (!f)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		char *rest = NULL, *e;
+
+		if (!strncmp(line, user, ulen) && line[ulen] == ':')
+			rest = line + ulen + 1;
+		else if (nlen && !strncmp(line, uidstr, nlen) && line[nlen] == ':')
+			rest = line + nlen + 1;
+		if (!rest)
+			continue;
+		if (parse_num(rest, &e, start) < 0 || *e != ':' ||
+		    parse_num(e + 1, &e, count) < 0) {
+			err = si_error(h, EINVAL, "%s: malformed entry for %s",
+				       path, user);
+			break;
+		}
+		err = 0;
+		break;
+	}
+	fclose(f);
+	if (err == -ENOENT)
+		err = si_error(h, ENOENT, "%s: no subordinate ids for %s", path,
+			       user);
+	return err;
+}
+
+int shiftimg_map_subid(struct shiftimg *h, const char *user,
+		       const char *subuid_path, const char *subgid_path)
+{
+	const char *paths[2] = { subuid_path ? subuid_path : "/etc/subuid",
+				 subgid_path ? subgid_path : "/etc/subgid" };
+	struct passwd *pw = getpwnam(user);
+	char uidstr[16] = "";
+	uint64_t start, count;
+	int k, err;
+
+	if (pw)
+		snprintf(uidstr, sizeof(uidstr), "%u", (unsigned int)pw->pw_uid);
+	for (k = 0; k < 2; k++) {
+		err = subid_lookup(h, paths[k], user, uidstr, &start, &count);
+		if (err)
+			return err;
+		err = shiftimg_map_add(h, 1u << k, 0, start, count);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int shiftimg_map_format(const struct shiftimg *h, char *buf, size_t size)
+{
+	size_t len = 0;
+	unsigned int k, i;
+
+	if (size)
+		buf[0] = '\0';
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < h->given[k].nr; i++) {
+			const struct si_extent *e = &h->given[k].ext[i];
+			int n = snprintf(buf + len, len < size ? size - len : 0,
+					 "%s%c:%u:%u:%u", len ? " " : "",
+					 k ? 'g' : 'u', e->first, e->target,
+					 e->count);
+
+			len += (size_t)n;
+		}
+	}
+	return (int)len;
+}
+
+/* ---- settings ---- */
+
+void shiftimg_set_flags(struct shiftimg *h, uint64_t flags)
+{
+	h->flags = flags;
+}
+
+uint64_t shiftimg_get_flags(const struct shiftimg *h)
+{
+	return h->flags;
+}
+
+void shiftimg_set_unmapped(struct shiftimg *h, enum shiftimg_unmapped policy)
+{
+	h->rules.unmapped = policy;
+}
+
+void shiftimg_set_threads(struct shiftimg *h, unsigned int threads)
+{
+	h->threads = threads;
+}
+
+unsigned int si_threads(const struct shiftimg *h)
+{
+	long n;
+
+	if (h->threads)
+		return h->threads;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (n > 64 ? 64 : (unsigned int)n) : 1;
+}
+
+void shiftimg_set_list(struct shiftimg *h, shiftimg_list_fn *fn, void *arg)
+{
+	h->list_fn = fn;
+	h->list_arg = arg;
+}
+
+void shiftimg_set_progress(struct shiftimg *h, shiftimg_progress_fn *fn,
+			   void *arg)
+{
+	h->progress_fn = fn;
+	h->progress_arg = arg;
+}
+
+int shiftimg_set_option(struct shiftimg *h, const char *key, const char *value)
+{
+	struct si_option *o;
+	size_t i;
+
+	for (i = 0; i < h->nr_opts; i++) {
+		if (!strcmp(h->opts[i].key, key)) {
+			char *v = strdup(value);
+
+			if (!v)
+				return si_error(h, ENOMEM, "out of memory");
+			free(h->opts[i].value);
+			h->opts[i].value = v;
+			return 0;
+		}
+	}
+	o = realloc(h->opts, (h->nr_opts + 1) * sizeof(*o));
+	if (!o)
+		return si_error(h, ENOMEM, "out of memory");
+	h->opts = o;
+	o[h->nr_opts].key = strdup(key);
+	o[h->nr_opts].value = strdup(value);
+	if (!o[h->nr_opts].key || !o[h->nr_opts].value) {
+		free(o[h->nr_opts].key);
+		free(o[h->nr_opts].value);
+		return si_error(h, ENOMEM, "out of memory");
+	}
+	h->nr_opts++;
+	return 0;
+}
+
+const char *si_option(const struct shiftimg *h, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < h->nr_opts; i++)
+		if (!strcmp(h->opts[i].key, key))
+			return h->opts[i].value;
+	return NULL;
+}
+
+void si_list(struct shiftimg *h, const char *path, const char *what)
+{
+	if (!h->list_fn)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->list_fn(h->list_arg, path, what);
+	pthread_mutex_unlock(&h->lock);
+}
+
+void si_progress(struct shiftimg *h, uint64_t done, uint64_t total)
+{
+	if (!h->progress_fn)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->progress_fn(h->progress_arg, done, total);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- results ---- */
+
+const char *shiftimg_backend(const struct shiftimg *h)
+{
+	return h->backend ? h->backend->name : "";
+}
+
+const struct shiftimg_stats *shiftimg_stats(const struct shiftimg *h)
+{
+	return &h->tally.st;
+}
+
+/* Writes "uid 70000 (3), gid 5 (1)" for the ids kept on the tally. */
+static void format_ids(const struct si_tally *t, char *buf, size_t size)
+{
+	size_t len = 0;
+	unsigned int i;
+
+	buf[0] = '\0';
+	for (i = 0; i < t->nr_ids && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%s %u",
+					i ? ", " : "",
+					t->ids[i].kind ? "gid" : "uid",
+					t->ids[i].id);
+	if (t->more_ids && len < size)
+		snprintf(buf + len, size - len, " and %llu more",
+			 (unsigned long long)t->more_ids);
+}
+
+void shiftimg_unmapped_report(const struct shiftimg *h, FILE *out)
+{
+	const struct si_tally *t = &h->tally;
+	unsigned int i;
+
+	for (i = 0; i < t->nr_ids; i++)
+		fprintf(out, "unmapped %s %u: %llu occurrences\n",
+			t->ids[i].kind ? "gid" : "uid", t->ids[i].id,
+			(unsigned long long)t->ids[i].count);
+	if (t->more_ids)
+		fprintf(out, "unmapped: %llu more distinct ids\n",
+			(unsigned long long)t->more_ids);
+	for (i = 0; i < t->nr_examples; i++)
+		fprintf(out, "unmapped example: %s\n", t->examples[i]);
+}
+
+int si_unmapped_refuse(struct shiftimg *h, const char *target)
+{
+	const struct si_tally *t = &h->tally;
+	char ids[512];
+
+	format_ids(t, ids, sizeof(ids));
+	return si_error(h, ERANGE,
+			"%s: %llu objects hold ids the map does not cover (%s), e.g. %s%s%s; nothing was changed (see --unmapped)",
+			target, (unsigned long long)t->st.unmapped, ids,
+			t->nr_examples > 0 ? t->examples[0] : "?",
+			t->nr_examples > 1 ? ", " : "",
+			t->nr_examples > 1 ? t->examples[1] : "");
+}
+
+/* ---- the driver ---- */
+
+static void build_rules(struct shiftimg *h)
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		struct si_idmap *m = &h->rules.map[k];
+
+		if (!h->have[k]) {
+			/* A kind with no map at all is left alone. */
+			m->nr = 1;
+			m->ext[0] = (struct si_extent){ 0, 0, SI_ID_MAX + 1u };
+		} else if (h->flags & SHIFTIMG_REVERSE) {
+			si_idmap_invert(&h->given[k], m);
+		} else {
+			*m = h->given[k];
+		}
+	}
+}
+
+static int open_target(struct shiftimg *h, const char *path,
+		       struct si_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->path = path;
+	t->fd = -1;
+	if (!strcmp(path, "-")) {
+		if (fstat(STDIN_FILENO, &t->st) < 0)
+			return si_error(h, errno, "standard input: %s",
+					strerror(errno));
+		return 0;
+	}
+	/* The target the user named may be a symlink; nothing below it is followed. */
+	t->fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (t->fd < 0)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	if (fstat(t->fd, &t->st) < 0) {
+		int err = errno;
+
+		close(t->fd);
+		t->fd = -1;
+		return si_error(h, err, "%s: %s", path, strerror(err));
+	}
+	fcntl(t->fd, F_SETFL, fcntl(t->fd, F_GETFL) & ~O_NONBLOCK);
+	return 0;
+}
+
+static const struct si_backend *pick_backend(const struct si_target *t)
+{
+	static const struct si_backend *const order[] = {
+		&si_tree_backend, &si_ext4_backend, &si_tar_backend,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (order[i]->probe(t))
+			return order[i];
+	return NULL;
+}
+
+/* Every option given must be one the chosen backend uses. */
+static int check_options(struct shiftimg *h, const struct si_backend *b,
+			 const char *target)
+{
+	size_t i, j;
+
+	for (i = 0; i < h->nr_opts; i++) {
+		bool ok = false;
+
+		for (j = 0; b->options && b->options[j]; j++)
+			if (!strcmp(b->options[j], h->opts[i].key))
+				ok = true;
+		if (!ok)
+			return si_error(h, EINVAL,
+					"%s: --%s does not apply to a %s target",
+					target, h->opts[i].key, b->name);
+	}
+	return 0;
+}
+
+static int drive(struct shiftimg *h, const struct si_backend *b,
+		 const struct si_target *t)
+{
+	int err;
+
+	if (h->flags & SHIFTIMG_DRY_RUN)
+		return b->shift(h, t, SI_PASS_CHECK);
+	if (h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL &&
+	    !(b->flags & SI_BACKEND_ATOMIC)) {
+		err = b->shift(h, t, SI_PASS_CHECK);
+		if (err)
+			return err;
+		if (h->tally.st.unmapped)
+			return si_unmapped_refuse(h, t->path);
+		si_tally_free(&h->tally);
+	}
+	return b->shift(h, t, SI_PASS_APPLY);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int shiftimg_run(struct shiftimg *h, const char *target)
+{
+	const struct si_backend *b;
+	struct si_target t;
+	double start = now();
+	int err;
+
+	si_error_clear(h);
+	si_tally_free(&h->tally);
+	h->backend = NULL;
+	if (!h->have[0] && !h->have[1])
+		return si_error(h, EINVAL, "no map given");
+	build_rules(h);
+
+	err = open_target(h, target, &t);
+	if (err)
+		return err;
+	b = pick_backend(&t);
+	if (!b) {
+		err = si_error(h, EINVAL,
+			       "%s: not a directory, an ext2/3/4 image or a tar archive",
+			       target);
+		goto out_close;
+	}
+	h->backend = b;
+	err = check_options(h, b, target);
+	if (!err)
+		err = drive(h, b, &t);
+	h->tally.st.seconds = now() - start;
+out_close:
+	if (t.fd >= 0)
+		close(t.fd);
+	return err;
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Id maps: sorted, non-overlapping extents, as in a user namespace's
+ * uid_map.  An extent (first, target, count) sends first+i to target+i.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "rules.h"
+
+static bool overlaps(uint64_t a, uint64_t b, uint64_t n, uint64_t m)
+{
+	return a < b + m && b < a + n;
+}
+
+int si_idmap_add(struct si_idmap *m, uint64_t first, uint64_t target,
+		 uint64_t count, char *err, size_t errlen)
+{
+	unsigned int i;
+
+	if (count == 0) {
+		snprintf(err, errlen, "range %llu:%llu:0 has a zero count",
+			 (unsigned long long)first, (unsigned long long)target);
+		return -1;
+	}
+	if (first + count - 1 > SI_ID_MAX || target + count - 1 > SI_ID_MAX) {
+		snprintf(err, errlen,
+			 "range %llu:%llu:%llu goes past the largest id %u",
+			 (unsigned long long)first, (unsigned long long)target,
+			 (unsigned long long)count, SI_ID_MAX);
+		return -1;
+	}
+	if (m->nr == SI_MAP_MAX) {
+		snprintf(err, errlen, "more than %d ranges", SI_MAP_MAX);
+		return -1;
+	}
+	for (i = 0; i < m->nr; i++) {
+		const struct si_extent *e = &m->ext[i];
+		const char *side = NULL;
+
+		if (overlaps(first, e->first, count, e->count))
+			side = "inside";
+		else if (overlaps(target, e->target, count, e->count))
+			side = "outside";
+		if (side) {
+			snprintf(err, errlen,
+				 "range %llu:%llu:%llu overlaps %u:%u:%u on the %s side",
+				 (unsigned long long)first,
+				 (unsigned long long)target,
+				 (unsigned long long)count, e->first, e->target,
+				 e->count, side);
+			return -1;
+		}
+	}
+	/* Keep the extents sorted by first for the binary search. */
+	for (i = m->nr; i > 0 && m->ext[i - 1].first > first; i--)
+		m->ext[i] = m->ext[i - 1];
+	m->ext[i] = (struct si_extent){ (uint32_t)first, (uint32_t)target,
+					(uint32_t)count };
+	m->nr++;
+	return 0;
+}
+
+void si_idmap_invert(const struct si_idmap *m, struct si_idmap *inv)
+{
+	unsigned int i, j;
+
+	inv->nr = 0;
+	for (i = 0; i < m->nr; i++) {
+		struct si_extent e = { m->ext[i].target, m->ext[i].first,
+				       m->ext[i].count };
+
+		for (j = inv->nr; j > 0 && inv->ext[j - 1].first > e.first; j--)
+			inv->ext[j] = inv->ext[j - 1];
+		inv->ext[j] = e;
+		inv->nr++;
+	}
+}
+
+bool si_idmap_lookup(const struct si_idmap *m, uint32_t id, uint32_t *out)
+{
+	unsigned int lo = 0, hi = m->nr;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+		const struct si_extent *e = &m->ext[mid];
+
+		if (id < e->first) {
+			hi = mid;
+		} else if (id - e->first >= e->count) {
+			lo = mid + 1;
+		} else {
+			*out = e->target + (id - e->first);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool si_idmap_is_identity(const struct si_idmap *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nr; i++)
+		if (m->ext[i].first != m->ext[i].target)
+			return false;
+	return true;
+}
