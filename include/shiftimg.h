@@ -110,6 +110,12 @@ int shiftimg_run(struct shiftimg *h, const char *target);
 /* Name of the backend the last shiftimg_run() used ("tree", "ext4", ...). */
 const char *shiftimg_backend(const struct shiftimg *h);
 const struct shiftimg_stats *shiftimg_stats(const struct shiftimg *h);
+/*
+ * The i-th distinct unmapped id of the last run: kind is SHIFTIMG_UID or
+ * SHIFTIMG_GID, count its occurrences.  Returns -ENOENT past the last.
+ */
+int shiftimg_unmapped_id(const struct shiftimg *h, unsigned int i,
+			 unsigned int *kind, uint32_t *id, uint64_t *count);
 /* Writes the unmapped-id report of the last run (ids, counts, examples). */
 void shiftimg_unmapped_report(const struct shiftimg *h, FILE *out);
 

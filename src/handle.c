@@ -391,6 +391,19 @@ static void format_ids(const struct si_tally *t, char *buf, size_t size)
 			 (unsigned long long)t->more_ids);
 }
 
+int shiftimg_unmapped_id(const struct shiftimg *h, unsigned int i,
+			 unsigned int *kind, uint32_t *id, uint64_t *count)
+{
+	const struct si_tally *t = &h->tally;
+
+	if (i >= t->nr_ids)
+		return -ENOENT;
+	*kind = t->ids[i].kind == SI_KGID ? SHIFTIMG_GID : SHIFTIMG_UID;
+	*id = t->ids[i].id;
+	*count = t->ids[i].count;
+	return 0;
+}
+
 void shiftimg_unmapped_report(const struct shiftimg *h, FILE *out)
 {
 	const struct si_tally *t = &h->tally;

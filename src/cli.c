@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* shiftimg(1): the command line, and nothing else. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shiftimg.h"
+
+/* Exit codes, as in shiftimg(1). */
+#define EXIT_FAILED	1	/* a target could not be (fully) shifted */
+#define EXIT_USAGE	2
+#define EXIT_UNMAPPED	3	/* unmapped ids refused; nothing was changed */
+
+static const char *progname = "shiftimg";
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"usage: %s [-nqrv] [-m map] [-u map] [-g map] [--uid-map-file file]\n"
+"       [--gid-map-file file] [--subid user] [--unmapped=fail|keep|overflow]\n"
+"       [--cross-mounts] [-o output] [--offset bytes] [--names=clear|keep]\n"
+"       [--level n] [--journal file] [--force] [-j threads] [--json]\n"
+"       target ...\n", progname);
+}
+
+static void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+struct cli {
+	struct shiftimg *h;
+	uint64_t flags;
+	bool json, verbose, quiet, output;
+	bool tty;
+	double last, start;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void list_cb(void *arg, const char *path, const char *what)
+{
+	printf("%s: %s\n", path, what);
+}
+
+/* A progress line on a terminal, five times a second at most. */
+static void progress_cb(void *arg, uint64_t done, uint64_t total)
+{
+	struct cli *c = arg;
+	double t = now(), rate;
+
+	if (t - c->last < 0.2)
+		return;
+	c->last = t;
+	rate = (double)done / (t - c->start > 0 ? t - c->start : 1e-9);
+	fprintf(stderr, "\r%s: %llu objects, %.0f/s", progname,
+		(unsigned long long)done, rate);
+	if (total > done && rate > 0)
+		fprintf(stderr, ", %.0f s left", (double)(total - done) / rate);
+	fputs("   ", stderr);
+}
+
+static unsigned int parse_threads(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < 1 || v > 256)
+		die(EXIT_USAGE, "-j %s: expected a number from 1 to 256", s);
+	return (unsigned int)v;
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void json_target(struct cli *c, const char *target, int err, bool first)
+{
+	const struct shiftimg_stats *s = shiftimg_stats(c->h);
+
+	printf("%s\n  {\"target\": ", first ? "" : ",");
+	json_string(target);
+	printf(", \"backend\": ");
+	json_string(shiftimg_backend(c->h));
+	printf(", \"ok\": %s, \"dry_run\": %s", err ? "false" : "true",
+	       c->flags & SHIFTIMG_DRY_RUN ? "true" : "false");
+	if (err) {
+		printf(", \"error\": ");
+		json_string(shiftimg_error(c->h));
+	}
+	printf(",\n   \"objects\": %llu, \"changed\": %llu, \"hardlinks\": %llu, "
+	       "\"acls\": %llu, \"caps\": %llu, \"override_stat\": %llu,\n"
+	       "   \"flags_cleared\": %llu, \"unmapped\": %llu, "
+	       "\"skipped_mounts\": %llu, \"errors\": %llu, \"seconds\": %.3f",
+	       (unsigned long long)s->objects, (unsigned long long)s->changed,
+	       (unsigned long long)s->hardlinks, (unsigned long long)s->acls,
+	       (unsigned long long)s->caps,
+	       (unsigned long long)s->override_stat,
+	       (unsigned long long)s->flags_cleared,
+	       (unsigned long long)s->unmapped,
+	       (unsigned long long)s->skipped_mounts,
+	       (unsigned long long)s->errors, s->seconds);
+	printf(",\n   \"unmapped_ids\": [");
+	for (unsigned int i = 0;; i++) {
+		unsigned int kind;
+		uint32_t id;
+		uint64_t count;
+
+		if (shiftimg_unmapped_id(c->h, i, &kind, &id, &count) < 0)
+			break;
+		printf("%s{\"kind\": \"%s\", \"id\": %u, \"count\": %llu}",
+		       i ? ", " : "", kind == SHIFTIMG_GID ? "gid" : "uid", id,
+		       (unsigned long long)count);
+	}
+	printf("]}");
+}
+
+/* Shifts one target; returns its exit code. */
+static int run_one(struct cli *c, const char *target, bool first)
+{
+	int err;
+
+	c->start = now();
+	c->last = c->start;
+	err = shiftimg_run(c->h, target);
+	if (c->tty)
+		fputs("\r\033[K", stderr);
+	if (c->json)
+		json_target(c, target, err, first);
+	if (!err) {
+		const struct shiftimg_stats *s = shiftimg_stats(c->h);
+
+		if (c->verbose || (c->flags & SHIFTIMG_DRY_RUN))
+			fprintf(stderr, "%s: %s: %llu objects, %llu %s, %llu unmapped\n",
+				progname, target,
+				(unsigned long long)s->objects,
+				(unsigned long long)s->changed,
+				c->flags & SHIFTIMG_DRY_RUN ? "would change" : "changed",
+				(unsigned long long)s->unmapped);
+		return 0;
+	}
+	fprintf(stderr, "%s: %s\n", progname, shiftimg_error(c->h));
+	if (err == -ERANGE) {
+		if (c->verbose)
+			shiftimg_unmapped_report(c->h, stderr);
+		return EXIT_UNMAPPED;
+	}
+	return EXIT_FAILED;
+}
+
+enum {
+	OPT_UID_MAP_FILE = 256, OPT_GID_MAP_FILE, OPT_SUBID, OPT_UNMAPPED,
+	OPT_CROSS_MOUNTS, OPT_OFFSET, OPT_NAMES, OPT_LEVEL, OPT_JOURNAL,
+	OPT_FORCE, OPT_JSON, OPT_ALLOW_PRIV,
+};
+
+static const struct option longopts[] = {
+	{ "map", required_argument, NULL, 'm' },
+	{ "uid-map", required_argument, NULL, 'u' },
+	{ "gid-map", required_argument, NULL, 'g' },
+	{ "uid-map-file", required_argument, NULL, OPT_UID_MAP_FILE },
+	{ "gid-map-file", required_argument, NULL, OPT_GID_MAP_FILE },
+	{ "subid", required_argument, NULL, OPT_SUBID },
+	{ "reverse", no_argument, NULL, 'r' },
+	{ "dry-run", no_argument, NULL, 'n' },
+	{ "unmapped", required_argument, NULL, OPT_UNMAPPED },
+	{ "cross-mounts", no_argument, NULL, OPT_CROSS_MOUNTS },
+	{ "output", required_argument, NULL, 'o' },
+	{ "offset", required_argument, NULL, OPT_OFFSET },
+	{ "names", required_argument, NULL, OPT_NAMES },
+	{ "level", required_argument, NULL, OPT_LEVEL },
+	{ "journal", required_argument, NULL, OPT_JOURNAL },
+	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "allow-privileged", no_argument, NULL, OPT_ALLOW_PRIV },
+	{ "threads", required_argument, NULL, 'j' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void option(struct cli *c, const char *key, const char *value)
+{
+	if (shiftimg_set_option(c->h, key, value) < 0)
+		die(EXIT_USAGE, "%s", shiftimg_error(c->h));
+}
+
+static void map_result(struct cli *c, int err)
+{
+	if (err < 0)
+		die(EXIT_USAGE, "%s", shiftimg_error(c->h));
+}
+
+static void parse_args(struct cli *c, int argc, char **argv)
+{
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "m:u:g:rno:j:vqhV", longopts,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			map_result(c, shiftimg_map_parse(c->h, SHIFTIMG_BOTH, optarg));
+			break;
+		case 'u':
+			map_result(c, shiftimg_map_parse(c->h, SHIFTIMG_UID, optarg));
+			break;
+		case 'g':
+			map_result(c, shiftimg_map_parse(c->h, SHIFTIMG_GID, optarg));
+			break;
+		case OPT_UID_MAP_FILE:
+			map_result(c, shiftimg_map_load(c->h, SHIFTIMG_UID, optarg));
+			break;
+		case OPT_GID_MAP_FILE:
+			map_result(c, shiftimg_map_load(c->h, SHIFTIMG_GID, optarg));
+			break;
+		case OPT_SUBID:
+			map_result(c, shiftimg_map_subid(c->h, optarg,
+							 getenv("SHIFTIMG_SUBUID"),
+							 getenv("SHIFTIMG_SUBGID")));
+			break;
+		case 'r':
+			c->flags |= SHIFTIMG_REVERSE;
+			break;
+		case 'n':
+			c->flags |= SHIFTIMG_DRY_RUN;
+			break;
+		case OPT_UNMAPPED:
+			if (!strcmp(optarg, "fail"))
+				shiftimg_set_unmapped(c->h, SHIFTIMG_UNMAPPED_FAIL);
+			else if (!strcmp(optarg, "keep"))
+				shiftimg_set_unmapped(c->h, SHIFTIMG_UNMAPPED_KEEP);
+			else if (!strcmp(optarg, "overflow"))
+				shiftimg_set_unmapped(c->h, SHIFTIMG_UNMAPPED_OVERFLOW);
+			else
+				die(EXIT_USAGE, "--unmapped=%s: expected fail, keep or overflow",
+				    optarg);
+			break;
+		case OPT_CROSS_MOUNTS:
+			c->flags |= SHIFTIMG_CROSS_MOUNTS;
+			break;
+		case 'o':
+			option(c, "output", optarg);
+			c->output = true;
+			break;
+		case OPT_OFFSET:
+			option(c, "offset", optarg);
+			break;
+		case OPT_NAMES:
+			option(c, "names", optarg);
+			break;
+		case OPT_LEVEL:
+			option(c, "level", optarg);
+			break;
+		case OPT_JOURNAL:
+			option(c, "journal", optarg);
+			break;
+		case OPT_FORCE:
+			c->flags |= SHIFTIMG_FORCE;
+			break;
+		case OPT_ALLOW_PRIV:
+			c->flags |= SHIFTIMG_ALLOW_PRIVILEGED;
+			break;
+		case 'j':
+			shiftimg_set_threads(c->h, parse_threads(optarg));
+			break;
+		case OPT_JSON:
+			c->json = true;
+			break;
+		case 'v':
+			c->verbose = true;
+			break;
+		case 'q':
+			c->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("%s %s\n", progname, PACKAGE_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(EXIT_USAGE);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { 0 };
+	int i, code = 0, rc;
+
+	c.h = shiftimg_new();
+	if (!c.h)
+		die(EXIT_FAILED, "out of memory");
+	parse_args(&c, argc, argv);
+	if (optind == argc) {
+		usage(stderr);
+		exit(EXIT_USAGE);
+	}
+	if (!shiftimg_map_format(c.h, NULL, 0))
+		die(EXIT_USAGE, "no map given (--map, --uid-map, --gid-map, --subid)");
+	if (c.output && argc - optind > 1)
+		die(EXIT_USAGE, "-o names one output: give one target with it");
+
+	shiftimg_set_flags(c.h, c.flags);
+	if (c.verbose || (c.flags & SHIFTIMG_DRY_RUN))
+		shiftimg_set_list(c.h, list_cb, &c);
+	c.tty = !c.quiet && !c.json && isatty(STDERR_FILENO);
+	if (c.tty)
+		shiftimg_set_progress(c.h, progress_cb, &c);
+
+	if (c.json)
+		printf("{\"targets\": [");
+	for (i = optind; i < argc; i++) {
+		rc = run_one(&c, argv[i], i == optind);
+		if (rc > code)
+			code = rc;
+	}
+	if (c.json)
+		printf("\n]}\n");
+	shiftimg_free(c.h);
+	return code;
+}
