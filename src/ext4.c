@@ -1,22 +1,1211 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The ext4 backend: not written yet. */
+/*
+ * The ext2/3/4 image backend, through libext2fs, without mounting.
+ *
+ * A run has two phases.  Planning reads the used part of every inode
+ * table in large sequential runs, checks each in-use inode's checksum,
+ * and computes the shifted inodes and EA blocks, keeping them in memory
+ * within a budget; nothing is written, so every refusal (a bad
+ * checksum, a value that no longer fits, --unmapped=fail) leaves the
+ * image as it was.  Writing then puts the changed runs back in place
+ * (recomputing those that did not fit in the budget) and rewrites the
+ * quota files.  The check pass is planning alone.
+ */
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
-#include "backend.h"
+#include <et/com_err.h>
 
+#include "ext4.h"
+
+#define RUN_MAX		(8u << 20)	/* bytes of inode table per read */
+#define BUDGET_MAX	((size_t)1 << 30)
+
+/* Inode field offsets (struct ext2_inode_large, little endian). */
+#define I_UID		2
+#define I_GID		24
+#define I_LINKS		26
+#define I_FLAGS		32
+#define I_GENERATION	100
+#define I_UID_HIGH	120
+#define I_GID_HIGH	122
+#define I_CSUM_LO	124
+#define I_EXTRA_ISIZE	128
+#define I_CSUM_HI	130
+#define XA_MAGIC	0xEA020000u
+
+static uint16_t get16(const unsigned char *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le16toh(v);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
+}
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	v = htole16(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+/* ---- errors and the write path ---- */
+
+int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	/* libext2fs returns errnos as they are and its own codes above them. */
+	return si_error(c->h, err > 0 && err < 4096 ? (int)err : EIO,
+			"%s: %s: %s", c->name, what, error_message(err));
+}
+
+/*
+ * Every in-place write of the backend goes through here: runs of
+ * inode-table blocks and single EA blocks.  A journal hooks in here.
+ */
+int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
+		    const void *buf)
+{
+	errcode_t err;
+
+	err = io_channel_write_blk64(c->fs->io, blk, (int)count, buf);
+	if (err)
+		return e4_fail(c, err, "writing blocks %llu-%llu",
+			       (unsigned long long)blk,
+			       (unsigned long long)(blk + count - 1));
+	c->writes += count;
+	return 0;
+}
+
+/* ---- crc32c: the inode checksum is on the hot path ---- */
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t len)
+{
+	uint64_t c64 = crc;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, sizeof(v));
+		c64 = __builtin_ia32_crc32di(c64, v);
+	}
+	crc = (uint32_t)c64;
+	for (; len; p++, len--)
+		crc = __builtin_ia32_crc32qi(crc, *p);
+	return crc;
+}
+#endif
+
+/* The same function as ext2fs_crc32c_le(), with the CPU's instruction. */
+uint32_t e4_crc32c(uint32_t crc, const void *p, size_t len)
+{
+#if defined(__x86_64__)
+	static int hw = -1;
+
+	if (hw < 0)
+		hw = __builtin_cpu_supports("sse4.2");
+	if (hw)
+		return crc32c_hw(crc, p, len);
+#endif
+	return ext2fs_crc32c_le(crc, p, len);
+}
+
+/* The metadata_csum inode checksum, over the raw on-disk inode. */
+static uint32_t inode_csum(const struct e4_ctx *c, ext2_ino_t ino,
+			   const unsigned char *raw, bool hi)
+{
+	static const unsigned char zero[2];
+	uint32_t inum = htole32(ino), crc;
+
+	crc = e4_crc32c(c->seed, &inum, 4);
+	crc = e4_crc32c(crc, raw + I_GENERATION, 4);
+	crc = e4_crc32c(crc, raw, I_CSUM_LO);
+	crc = e4_crc32c(crc, zero, 2);
+	if (c->isz <= I_EXTRA_ISIZE)
+		return e4_crc32c(crc, raw + I_CSUM_LO + 2, c->isz - I_CSUM_LO - 2);
+	crc = e4_crc32c(crc, raw + I_CSUM_LO + 2, I_CSUM_HI - I_CSUM_LO - 2);
+	crc = e4_crc32c(crc, hi ? zero : raw + I_CSUM_HI, 2);
+	return e4_crc32c(crc, raw + I_CSUM_HI + 2, c->isz - I_CSUM_HI - 2);
+}
+
+static bool inode_has_csum_hi(const struct e4_ctx *c, const unsigned char *raw)
+{
+	return c->isz > I_EXTRA_ISIZE &&
+	       get16(raw + I_EXTRA_ISIZE) >= EXT4_INODE_CSUM_HI_EXTRA_END;
+}
+
+static bool inode_csum_ok(const struct e4_ctx *c, ext2_ino_t ino,
+			  const unsigned char *raw)
+{
+	bool hi = inode_has_csum_hi(c, raw);
+	uint32_t want = get16(raw + I_CSUM_LO), got = inode_csum(c, ino, raw, hi);
+
+	if (hi)
+		want |= (uint32_t)get16(raw + I_CSUM_HI) << 16;
+	else
+		got &= 0xffff;
+	return want == got;
+}
+
+static void inode_csum_set(const struct e4_ctx *c, ext2_ino_t ino,
+			   unsigned char *raw)
+{
+	bool hi = inode_has_csum_hi(c, raw);
+	uint32_t crc = inode_csum(c, ino, raw, hi);
+
+	put16(raw + I_CSUM_LO, (uint16_t)crc);
+	if (hi)
+		put16(raw + I_CSUM_HI, (uint16_t)(crc >> 16));
+}
+
+/* ---- probing and opening ---- */
+
+static bool looks_partitioned(const unsigned char *b)
+{
+	return (b[510] == 0x55 && b[511] == 0xaa) || !memcmp(b + 512, "EFI PART", 8);
+}
+
+/* A superblock at 1024, or a partition table (for --offset). */
 static bool ext4_probe(const struct si_target *t)
 {
-	return false;
+	unsigned char b[2048];
+
+	if (t->fd < 0 || !(S_ISREG(t->st.st_mode) || S_ISBLK(t->st.st_mode)))
+		return false;
+	if (pread(t->fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return false;
+	if (get16(b + 1024 + 56) == EXT2_SUPER_MAGIC)
+		return true;
+	return looks_partitioned(b);
+}
+
+static int parse_offset(struct e4_ctx *c, uint64_t *off)
+{
+	const char *s = si_option(c->h, "offset");
+	char *end;
+
+	*off = 0;
+	if (!s)
+		return 0;
+	errno = 0;
+	*off = strtoull(s, &end, 0);
+	if (errno || end == s || *end || s[0] == '-')
+		return si_error(c->h, EINVAL, "%s: --offset '%s': expected a byte count",
+				c->name, s);
+	return 0;
+}
+
+/*
+ * Opens the filesystem through the descriptor the driver checked, so a
+ * rename of the path in between cannot swap the image.
+ */
+static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
+{
+	char path[64], opts[64] = "";
+	uint64_t off;
+	int flags = EXT2_FLAG_64BITS;
+	errcode_t err;
+
+	if (parse_offset(c, &off) < 0)
+		return -EINVAL;
+	if (off)
+		snprintf(opts, sizeof(opts), "offset=%" PRIu64, off);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (rw)
+		flags |= EXT2_FLAG_RW | (blockdev ? EXT2_FLAG_EXCLUSIVE : 0);
+	err = ext2fs_open2(path, opts, flags, 0, 0, unix_io_manager, &c->fs);
+	if (err == EXT2_ET_BAD_MAGIC && !off)
+		return si_error(c->h, EINVAL,
+				"%s: no ext2/3/4 superblock at the start; for a partitioned disk give --offset BYTES",
+				c->name);
+	if (err)
+		return e4_fail(c, err, "opening the filesystem");
+	c->isz = EXT2_INODE_SIZE(c->fs->super);
+	c->bsz = c->fs->blocksize;
+	c->csum = ext2fs_has_feature_metadata_csum(c->fs->super);
+	c->seed = c->fs->csum_seed;
+	return 0;
+}
+
+static int refuse(struct e4_ctx *c, int err, const char *why)
+{
+	return si_error(c->h, err, "%s: %s; nothing was changed", c->name, why);
+}
+
+/* The states in which rewriting metadata behind the kernel's back is unsafe. */
+static int check_super(struct e4_ctx *c)
+{
+	struct ext2_super_block *sb = c->fs->super;
+	dgrp_t g;
+
+	if (sb->s_creator_os != EXT2_OS_LINUX)
+		return refuse(c, ENOTSUP,
+			      "created by a non-Linux system, whose inodes keep the high uid/gid bits elsewhere");
+	if (ext2fs_has_feature_journal_needs_recovery(sb))
+		return refuse(c, EUCLEAN, "the journal needs recovery (run e2fsck first)");
+	if (sb->s_last_orphan || ext2fs_has_feature_orphan_present(sb))
+		return refuse(c, EUCLEAN, "it has orphan inodes (run e2fsck first)");
+	if (sb->s_state & EXT2_ERROR_FS)
+		return refuse(c, EUCLEAN, "it is marked with errors (run e2fsck first)");
+	if (!(sb->s_state & EXT2_VALID_FS))
+		return refuse(c, EUCLEAN, "it was not cleanly unmounted (run e2fsck first)");
+	if (ext2fs_has_feature_journal_dev(sb))
+		return refuse(c, ENOTSUP, "it is an external journal, not a filesystem");
+	if (ext2fs_has_group_desc_csum(c->fs))
+		for (g = 0; g < c->fs->group_desc_count; g++)
+			if (!ext2fs_group_desc_csum_verify(c->fs, g))
+				return si_error(c->h, EUCLEAN,
+						"%s: group %u: descriptor checksum does not match; nothing was changed",
+						c->name, g);
+	return 0;
+}
+
+static int check_desc(struct e4_ctx *c)
+{
+	errcode_t err = ext2fs_check_desc(c->fs);
+
+	if (err)
+		return si_error(c->h, EUCLEAN,
+				"%s: group descriptors: %s; nothing was changed",
+				c->name, error_message(err));
+	return 0;
+}
+
+/* ---- is it mounted? ---- */
+
+static bool same_file(const char *path, const struct stat *want)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return false;
+	if (S_ISBLK(want->st_mode))
+		return S_ISBLK(st.st_mode) && st.st_rdev == want->st_rdev;
+	return st.st_dev == want->st_dev && st.st_ino == want->st_ino;
+}
+
+/* Decodes the octal escapes of /proc/self/mountinfo fields in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
+			*o++ = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) |
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/*
+ * Finds a mount of device devs[0..n) or of the image itself (as a
+ * source path, as fuse2fs shows it); returns its mount point or NULL.
+ */
+static char *find_mount(const dev_t *devs, size_t n, const struct stat *img)
+{
+	char *line = NULL, *found = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return NULL;
+	while (!found && getline(&line, &cap, f) > 0) {
+		unsigned int maj, min;
+		char mnt[4096], src[4096], *sep;
+
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (makedev(maj, min) == devs[i])
+				found = strdup(mnt);
+		sep = strstr(line, " - ");
+		if (!found && sep && sscanf(sep, " - %*s %4095s", src) == 1 &&
+		    src[0] == '/') {
+			unescape(src);
+			if (same_file(src, img))
+				found = strdup(mnt);
+		}
+	}
+	free(line);
+	fclose(f);
+	if (found)
+		unescape(found);
+	return found;
+}
+
+static bool read_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(buf, (int)size, f) != NULL;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+/* Collects the devices of loop devices backed by the image (and their partitions). */
+static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
+{
+	char path[512], back[4096], dev[64];
+	unsigned int maj, min;
+	size_t n = 0;
+
+	for (int i = 0; i < 1024 && n < max; i++) {
+		snprintf(path, sizeof(path), "/sys/block/loop%d/loop/backing_file", i);
+		if (!read_line(path, back, sizeof(back)))
+			continue;
+		char *del = strstr(back, " (deleted)");
+
+		if (del)
+			*del = '\0';
+		if (!same_file(back, img))
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/loop%d/dev", i);
+		if (read_line(path, dev, sizeof(dev)) && sscanf(dev, "%u:%u", &maj, &min) == 2)
+			devs[n++] = makedev(maj, min);
+		for (int p = 1; p < 16 && n < max; p++) {
+			snprintf(path, sizeof(path), "/sys/block/loop%d/loop%dp%d/dev", i, i, p);
+			if (read_line(path, dev, sizeof(dev)) &&
+			    sscanf(dev, "%u:%u", &maj, &min) == 2)
+				devs[n++] = makedev(maj, min);
+		}
+	}
+	return n;
+}
+
+static int check_mounted(struct e4_ctx *c, const struct si_target *t)
+{
+	dev_t devs[64];
+	size_t n = 0;
+	char *mnt;
+
+	if (S_ISBLK(t->st.st_mode)) {
+		/* An exclusive open fails while the kernel holds the device. */
+		int fd = open(t->path, O_RDONLY | O_EXCL | O_CLOEXEC);
+
+		if (fd < 0 && errno == EBUSY)
+			return refuse(c, EBUSY, "the device is in use (mounted or held)");
+		if (fd >= 0)
+			close(fd);
+		devs[n++] = t->st.st_rdev;
+	} else {
+		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]));
+	}
+	mnt = find_mount(devs, n, &t->st);
+	if (mnt) {
+		int err = si_error(c->h, EBUSY, "%s: mounted on %s; unmount it first; nothing was changed",
+				   c->name, mnt);
+
+		free(mnt);
+		return err;
+	}
+	return 0;
+}
+
+/* ---- which inodes ---- */
+
+static bool is_special(const struct e4_ctx *c, ext2_ino_t ino)
+{
+	const struct ext2_super_block *sb = c->fs->super;
+
+	if (ino < EXT2_FIRST_INODE(sb))
+		return ino != EXT2_ROOT_INO;
+	return ino == sb->s_journal_inum || ino == sb->s_usr_quota_inum ||
+	       ino == sb->s_grp_quota_inum || ino == sb->s_prj_quota_inum ||
+	       ino == sb->s_orphan_file_inum;
+}
+
+static bool ino_used(const struct e4_ctx *c, ext2_ino_t ino)
+{
+	return c->ibits[(ino - 1) / 8] & (1u << ((ino - 1) % 8));
+}
+
+/* A run of inode-table blocks read, shifted and written together. */
+struct e4_run {
+	blk64_t blk;
+	unsigned int nblk;
+	ext2_ino_t ino;			/* the first inode in it */
+	unsigned char *buf;		/* shifted contents, if kept */
+	bool dirty;
+};
+
+struct e4_runs {
+	struct e4_run *r;
+	size_t nr, cap;
+	uint64_t inodes;		/* in-use inodes, for progress */
+};
+
+static int add_run(struct e4_ctx *c, struct e4_runs *rs, blk64_t blk,
+		   unsigned int nblk, ext2_ino_t ino)
+{
+	unsigned int ipb = c->bsz / c->isz;
+	struct e4_run *last = rs->nr ? &rs->r[rs->nr - 1] : NULL;
+
+	/* flex_bg lays tables end to end: read consecutive full ones together. */
+	if (last && last->blk + last->nblk == blk &&
+	    last->ino + last->nblk * ipb == ino &&
+	    (uint64_t)(last->nblk + nblk) * c->bsz <= RUN_MAX) {
+		last->nblk += nblk;
+		return 0;
+	}
+	if (rs->nr == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 64;
+		struct e4_run *r = realloc(rs->r, cap * sizeof(*r));
+
+		if (!r)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		rs->r = r;
+		rs->cap = cap;
+	}
+	rs->r[rs->nr++] = (struct e4_run){ .blk = blk, .nblk = nblk, .ino = ino };
+	return 0;
+}
+
+/* The used part of each group's table, split into runs of at most RUN_MAX. */
+static int group_runs(struct e4_ctx *c, struct e4_runs *rs, dgrp_t g)
+{
+	ext2_filsys fs = c->fs;
+	unsigned int ipg = fs->super->s_inodes_per_group, ipb = c->bsz / c->isz;
+	unsigned int chunk = RUN_MAX / c->bsz, used = 0, i, nblk, done;
+	ext2_ino_t first = g * ipg + 1;
+	const unsigned char *bits;
+	blk64_t table = ext2fs_inode_table_loc(fs, g);
+
+	if (ext2fs_has_group_desc_csum(fs) &&
+	    (ext2fs_bg_flags(fs, g) & EXT2_BG_INODE_UNINIT))
+		return 0;
+	/* The last in-use inode bounds the read, whatever itable_unused says. */
+	bits = c->ibits + (size_t)g * ipg / 8;
+	for (i = ipg; i > 0; i--)
+		if (bits[(i - 1) / 8] & (1u << ((i - 1) % 8))) {
+			used = i;
+			break;
+		}
+	for (i = 0; i < used; i++)
+		rs->inodes += (bits[i / 8] >> (i % 8)) & 1;
+	nblk = (used + ipb - 1) / ipb;
+	for (done = 0; done < nblk; done += chunk) {
+		unsigned int n = nblk - done < chunk ? nblk - done : chunk;
+		int err = add_run(c, rs, table + done, n, first + done * ipb);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int read_ibitmap(struct e4_ctx *c)
+{
+	ext2_filsys fs = c->fs;
+	uint64_t count = (uint64_t)fs->group_desc_count * fs->super->s_inodes_per_group;
+	errcode_t err;
+
+	err = ext2fs_read_inode_bitmap(fs);
+	if (err)
+		return e4_fail(c, err, "reading the inode bitmaps");
+	c->ibits = calloc(1, count / 8 + 1);
+	if (!c->ibits)
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		uint32_t ipg = fs->super->s_inodes_per_group;
+
+		/* Groups hold a multiple of 8 inodes, so they start on a byte. */
+		err = ext2fs_get_inode_bitmap_range2(fs->inode_map, (uint64_t)g * ipg + 1,
+						     ipg, c->ibits + (size_t)g * ipg / 8);
+		if (err)
+			return e4_fail(c, err, "reading the inode bitmap of group %u", g);
+	}
+	return 0;
+}
+
+static int plan_runs(struct e4_ctx *c, struct e4_runs *rs)
+{
+	int err = read_ibitmap(c);
+
+	for (dgrp_t g = 0; !err && g < c->fs->group_desc_count; g++)
+		err = group_runs(c, rs, g);
+	return err;
+}
+
+/* ---- EA blocks ---- */
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct e4_range *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int add_range(struct e4_ctx *c, size_t *cap, blk64_t first, blk64_t n)
+{
+	if (!n)
+		return 0;
+	if (c->nr_meta == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		struct e4_range *m = realloc(c->meta, ncap * sizeof(*m));
+
+		if (!m)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		c->meta = m;
+		*cap = ncap;
+	}
+	c->meta[c->nr_meta++] = (struct e4_range){ first, first + n - 1 };
+	return 0;
+}
+
+/*
+ * The static metadata an EA block may never be: superblocks, group
+ * descriptors, bitmaps and inode tables.  Built when the first EA block
+ * is met, with the block bitmap an EA block must be marked in.
+ */
+static int build_meta(struct e4_ctx *c)
+{
+	ext2_filsys fs = c->fs;
+	blk64_t old_blocks = ext2fs_has_feature_meta_bg(fs->super) ?
+		fs->super->s_first_meta_bg :
+		fs->desc_blocks + fs->super->s_reserved_gdt_blocks;
+	size_t cap = 0;
+	errcode_t err;
+	int e = 0;
+
+	err = ext2fs_read_block_bitmap(fs);
+	if (err)
+		return e4_fail(c, err, "reading the block bitmaps");
+	c->have_bbitmap = true;
+	for (dgrp_t g = 0; !e && g < fs->group_desc_count; g++) {
+		blk64_t super, old_desc, new_desc;
+		blk_t used;
+
+		ext2fs_super_and_bgd_loc2(fs, g, &super, &old_desc, &new_desc, &used);
+		e = add_range(c, &cap, super, super || g == 0 ? 1 : 0);
+		if (!e && old_desc)
+			e = add_range(c, &cap, old_desc, old_blocks);
+		if (!e)
+			e = add_range(c, &cap, new_desc, new_desc ? 1 : 0);
+		if (!e)
+			e = add_range(c, &cap, ext2fs_block_bitmap_loc(fs, g), 1);
+		if (!e)
+			e = add_range(c, &cap, ext2fs_inode_bitmap_loc(fs, g), 1);
+		if (!e)
+			e = add_range(c, &cap, ext2fs_inode_table_loc(fs, g),
+				      fs->inode_blocks_per_group);
+	}
+	if (e)
+		return e;
+	qsort(c->meta, c->nr_meta, sizeof(*c->meta), range_cmp);
+	/* A running maximum of the ends makes one binary search enough. */
+	for (size_t i = 1; i < c->nr_meta; i++)
+		if (c->meta[i].last < c->meta[i - 1].last)
+			c->meta[i].last = c->meta[i - 1].last;
+	return 0;
+}
+
+static bool in_meta(const struct e4_ctx *c, blk64_t blk)
+{
+	size_t lo = 0, hi = c->nr_meta;
+
+	/* The last range starting at or before blk, whose end is the maximum so far. */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (c->meta[mid].first <= blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && c->meta[lo - 1].last >= blk;
+}
+
+static int check_ea_blk(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
+{
+	ext2_filsys fs = c->fs;
+	int err;
+
+	if (!c->have_bbitmap) {
+		err = build_meta(c);
+		if (err)
+			return err;
+	}
+	if (blk < fs->super->s_first_data_block || blk >= ext2fs_blocks_count(fs->super) ||
+	    in_meta(c, blk) || !ext2fs_test_block_bitmap2(fs->block_map, blk))
+		return si_error(c->h, EUCLEAN,
+				"%s: inode %u: EA block %llu is not an allocated data block; nothing was changed",
+				c->name, ino, (unsigned long long)blk);
+	return 0;
+}
+
+static size_t ea_slot(const struct e4_ctx *c, blk64_t blk)
+{
+	uint64_t x = blk * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(x >> 17) & (c->ea_cap - 1);
+}
+
+static struct e4_ea *ea_lookup(struct e4_ctx *c, blk64_t blk)
+{
+	size_t i = ea_slot(c, blk);
+
+	while (c->ea[i].blk && c->ea[i].blk != blk)
+		i = (i + 1) & (c->ea_cap - 1);
+	return &c->ea[i];
+}
+
+static int ea_grow(struct e4_ctx *c)
+{
+	struct e4_ea *old = c->ea;
+	size_t n = c->ea_cap;
+
+	c->ea_cap = n ? n * 2 : 1024;
+	c->ea = calloc(c->ea_cap, sizeof(*c->ea));
+	if (!c->ea) {
+		c->ea = old;
+		c->ea_cap = n;
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (old[i].blk)
+			*ea_lookup(c, old[i].blk) = old[i];
+	free(old);
+	return 0;
+}
+
+/* Reads one EA block and shifts it in buf. */
+static int ea_compute(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
+		      unsigned char *buf)
+{
+	errcode_t err = io_channel_read_blk64(c->fs->io, blk, 1, buf);
+
+	if (err)
+		return e4_fail(c, err, "reading EA block %llu", (unsigned long long)blk);
+	return e4_xattr_block(c, ino, blk, buf);
+}
+
+/* Keeps a shifted block if the budget allows; replays it otherwise. */
+static unsigned char *keep(struct e4_ctx *c, unsigned char *buf, size_t len)
+{
+	if (c->kept + len > c->budget) {
+		free(buf);
+		return NULL;
+	}
+	c->kept += len;
+	return buf;
+}
+
+/*
+ * Shifts an inode's EA block the first time one of its inodes is met;
+ * later inodes sharing it only learn what it held.
+ */
+static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
+{
+	struct e4_ea *e;
+	unsigned char *buf;
+	int res;
+
+	if (c->ea_nr * 2 >= c->ea_cap && ea_grow(c) < 0)
+		return -ENOMEM;
+	e = ea_lookup(c, blk);
+	if (e->blk) {
+		if ((e->res & SI_UNMAPPED) && !c->replay)
+			c->h->tally.pending = true;
+		return (int)e->res;
+	}
+	res = check_ea_blk(c, ino, blk);
+	if (res < 0)
+		return res;
+	buf = malloc(c->bsz);
+	if (!buf)
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	res = ea_compute(c, ino, blk, buf);
+	if (res < 0) {
+		free(buf);
+		return res;
+	}
+	e->blk = blk;
+	e->res = (unsigned int)res;
+	e->buf = res & SI_CHANGED ? keep(c, buf, c->bsz) : (free(buf), NULL);
+	c->ea_nr++;
+	return res;
+}
+
+/* ---- inodes ---- */
+
+static uint32_t get_id(const unsigned char *raw, unsigned int lo, unsigned int hi)
+{
+	return get16(raw + lo) | (uint32_t)get16(raw + hi) << 16;
+}
+
+static void put_id(unsigned char *raw, unsigned int lo, unsigned int hi, uint32_t id)
+{
+	put16(raw + lo, (uint16_t)id);
+	put16(raw + hi, (uint16_t)(id >> 16));
+}
+
+static int shift_owner(struct e4_ctx *c, unsigned char *raw)
+{
+	struct si_tally *t = c->replay ? NULL : &c->h->tally;
+	uint32_t uid = get_id(raw, I_UID, I_UID_HIGH);
+	uint32_t gid = get_id(raw, I_GID, I_GID_HIGH);
+	uint32_t nuid, ngid;
+	int res;
+
+	res = si_shift_id(&c->h->rules, SI_KUID, uid, &nuid, t);
+	res |= si_shift_id(&c->h->rules, SI_KGID, gid, &ngid, t);
+	if (res & SI_CHANGED) {
+		put_id(raw, I_UID, I_UID_HIGH, nuid);
+		put_id(raw, I_GID, I_GID_HIGH, ngid);
+	}
+	return res;
+}
+
+/* The xattrs in the inode body, after i_extra_isize. */
+static int shift_ibody(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
+{
+	unsigned int extra;
+	unsigned char *hdr;
+
+	if (c->isz <= EXT2_GOOD_OLD_INODE_SIZE)
+		return 0;
+	extra = get16(raw + I_EXTRA_ISIZE);
+	if (extra & 3 || extra > c->isz - EXT2_GOOD_OLD_INODE_SIZE)
+		return si_error(c->h, EUCLEAN,
+				"%s: inode %u: i_extra_isize %u is invalid; nothing was changed",
+				c->name, ino, extra);
+	hdr = raw + EXT2_GOOD_OLD_INODE_SIZE + extra;
+	if (c->isz - EXT2_GOOD_OLD_INODE_SIZE - extra < 8 || get32(hdr) != XA_MAGIC)
+		return 0;
+	return e4_xattr_area(c, ino, 0, E4_AREA_INODE, hdr + 4, hdr + 4, raw + c->isz);
+}
+
+/* Inodes are named by number: the scan never reads directories. */
+static void report(struct e4_ctx *c, ext2_ino_t ino, int own, int body, int blk)
+{
+	char path[32], what[64] = "";
+
+	snprintf(path, sizeof(path), "<inode %u>", ino);
+	if (c->listing && (own | body | blk) & SI_CHANGED) {
+		if (own & SI_CHANGED)
+			strcat(what, ",owner");
+		if (body & SI_CHANGED)
+			strcat(what, ",xattrs");
+		if (blk & SI_CHANGED)
+			strcat(what, ",ea-block");
+		si_list(c->h, path, what + 1);
+	}
+	si_tally_object(&c->h->tally, path);
+}
+
+/*
+ * Shifts one inode in its table buffer.  Returns SI_CHANGED when the
+ * inode's bytes changed (its checksum is then set again).
+ */
+static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
+{
+	struct shiftimg_stats *st = &c->h->tally.st;
+	uint16_t links = get16(raw + I_LINKS);
+	blk64_t blk;
+	int own, body, ea = 0;
+
+	if (!links || is_special(c, ino) || (get32(raw + I_FLAGS) & EXT4_EA_INODE_FL))
+		return 0;
+	if (c->csum && !inode_csum_ok(c, ino, raw))
+		return si_error(c->h, EUCLEAN,
+				"%s: inode %u: checksum does not match; nothing was changed (run e2fsck)",
+				c->name, ino);
+	own = shift_owner(c, raw);
+	body = shift_ibody(c, ino, raw);
+	if (body < 0)
+		return body;
+	blk = ext2fs_file_acl_block(c->fs, (struct ext2_inode *)raw);
+	if (blk) {
+		ea = ea_visit(c, ino, blk);
+		if (ea < 0)
+			return ea;
+	}
+	if ((own | body) & SI_CHANGED && c->csum)
+		inode_csum_set(c, ino, raw);
+	if (!c->replay) {
+		st->objects++;
+		if ((own | body | ea) & SI_CHANGED)
+			st->changed++;
+		if (!LINUX_S_ISDIR(get16(raw)) && links > 1)
+			st->hardlinks += links - 1u;
+		if (c->listing || c->h->tally.pending)
+			report(c, ino, own, body, ea);
+	}
+	return (own | body) & SI_CHANGED;
+}
+
+static int shift_run(struct e4_ctx *c, struct e4_run *r, unsigned char *buf)
+{
+	unsigned int per = c->bsz / c->isz, n = r->nblk * per;
+	ext2_ino_t last = c->fs->super->s_inodes_count;
+	int res = 0;
+
+	for (unsigned int i = 0; i < n && r->ino + i <= last; i++) {
+		ext2_ino_t ino = r->ino + i;
+		int x;
+
+		if (!ino_used(c, ino))
+			continue;
+		x = shift_inode(c, ino, buf + (size_t)i * c->isz);
+		if (x < 0)
+			return x;
+		res |= x;
+	}
+	return res;
+}
+
+static int read_run(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf)
+{
+	errcode_t err = io_channel_read_blk64(c->fs->io, r->blk, (int)r->nblk, buf);
+
+	if (err)
+		return e4_fail(c, err, "reading inode table blocks %llu-%llu",
+			       (unsigned long long)r->blk,
+			       (unsigned long long)(r->blk + r->nblk - 1));
+	return 0;
+}
+
+static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
+{
+	for (size_t i = 0; i < rs->nr; i++) {
+		struct e4_run *r = &rs->r[i];
+		size_t len = (size_t)r->nblk * c->bsz;
+		unsigned char *buf = malloc(len);
+		int res;
+
+		if (!buf)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		res = read_run(c, r, buf);
+		if (!res)
+			res = shift_run(c, r, buf);
+		if (res < 0) {
+			free(buf);
+			return res;
+		}
+		r->dirty = res & SI_CHANGED;
+		r->buf = r->dirty ? keep(c, buf, len) : (free(buf), NULL);
+		si_progress(c->h, c->h->tally.st.objects, rs->inodes);
+	}
+	return 0;
+}
+
+/* ---- writing ---- */
+
+static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
+{
+	for (size_t i = 0; i < rs->nr; i++) {
+		struct e4_run *r = &rs->r[i];
+		unsigned char *buf = r->buf;
+		int err = 0;
+
+		if (!r->dirty)
+			continue;
+		if (!buf) {
+			/* Not kept: read and shift again, exactly as planned. */
+			buf = malloc((size_t)r->nblk * c->bsz);
+			if (!buf)
+				return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+			c->replay = true;
+			err = read_run(c, r, buf);
+			if (!err)
+				err = shift_run(c, r, buf) < 0 ? -EIO : 0;
+			c->replay = false;
+		}
+		if (!err)
+			err = e4_write_blocks(c, r->blk, r->nblk, buf);
+		if (buf != r->buf)
+			free(buf);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int write_ea(struct e4_ctx *c)
+{
+	unsigned char *tmp = NULL;
+	int err = 0;
+
+	for (size_t i = 0; !err && i < c->ea_cap; i++) {
+		struct e4_ea *e = &c->ea[i];
+
+		if (!e->blk || !(e->res & SI_CHANGED))
+			continue;
+		if (e->buf) {
+			err = e4_write_blocks(c, e->blk, 1, e->buf);
+			continue;
+		}
+		if (!tmp && !(tmp = malloc(c->bsz)))
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		c->replay = true;
+		err = ea_compute(c, 0, e->blk, tmp);
+		c->replay = false;
+		if (err >= 0)
+			err = e4_write_blocks(c, e->blk, 1, tmp);
+	}
+	free(tmp);
+	return err < 0 ? err : 0;
+}
+
+/* ---- the copy for -o OUT ---- */
+
+/* Copies the data regions only, so a sparse image stays sparse. */
+static int copy_sparse(struct e4_ctx *c, int in, int out, off_t size)
+{
+	off_t pos = 0;
+
+	while (pos < size) {
+		off_t data = lseek(in, pos, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break;
+		if (data < 0) {
+			/* No SEEK_DATA (a block device): everything is data. */
+			data = pos;
+			hole = size;
+		} else {
+			hole = lseek(in, data, SEEK_HOLE);
+			if (hole < 0)
+				hole = size;
+		}
+		for (off_t at = data; at < hole;) {
+			loff_t from = at, to = at;
+			ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(hole - at), 0);
+
+			if (n <= 0) {
+				if (n < 0 && (errno == EXDEV || errno == ENOSYS ||
+					      errno == EINVAL || errno == EOPNOTSUPP))
+					n = 0;
+				else if (n < 0)
+					return si_error(c->h, errno, "%s: copying: %s",
+							c->name, strerror(errno));
+				/* Fall back to plain read and write. */
+				char buf[1 << 16];
+				ssize_t r = pread(in, buf, sizeof(buf) < (size_t)(hole - at) ?
+						  sizeof(buf) : (size_t)(hole - at), at);
+
+				if (r <= 0 || pwrite(out, buf, (size_t)r, at) != r)
+					return si_error(c->h, r < 0 ? errno : EIO,
+							"%s: copying failed", c->name);
+				n = r;
+			}
+			at += n;
+		}
+		pos = hole;
+	}
+	if (ftruncate(out, size) < 0)
+		return si_error(c->h, errno, "%s: %s", c->name, strerror(errno));
+	return 0;
+}
+
+static off_t target_size(const struct si_target *t)
+{
+	uint64_t sz = 0;
+
+	if (S_ISBLK(t->st.st_mode))
+		return ioctl(t->fd, BLKGETSIZE64, &sz) < 0 ? -1 : (off_t)sz;
+	return t->st.st_size;
+}
+
+/* Makes OUT.tmp, a copy of the target (a reflink where possible). */
+static int make_copy(struct e4_ctx *c, const struct si_target *t,
+		     const char *out, char **tmpp, int *fdp)
+{
+	char *tmp;
+	int fd, err;
+	off_t size = target_size(t);
+
+	if (size < 0)
+		return si_error(c->h, errno, "%s: %s", c->name, strerror(errno));
+	if (asprintf(&tmp, "%s.shiftimg-tmp", out) < 0)
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, t->st.st_mode & 0666);
+	if (fd < 0) {
+		err = si_error(c->h, errno, "%s: %s", tmp, strerror(errno));
+		free(tmp);
+		return err;
+	}
+	err = 0;
+	if (!S_ISREG(t->st.st_mode) || ioctl(fd, FICLONE, t->fd) < 0)
+		err = copy_sparse(c, t->fd, fd, size);
+	if (err) {
+		close(fd);
+		unlink(tmp);
+		free(tmp);
+		return err;
+	}
+	*tmpp = tmp;
+	*fdp = fd;
+	return 0;
+}
+
+/* ---- the passes ---- */
+
+static size_t budget(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	size_t b = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 : 256u << 20;
+
+	return b < BUDGET_MAX ? b : BUDGET_MAX;
+}
+
+static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
+{
+	for (size_t i = 0; i < rs->nr; i++)
+		free(rs->r[i].buf);
+	free(rs->r);
+	for (size_t i = 0; i < c->ea_cap; i++)
+		free(c->ea[i].buf);
+	free(c->ea);
+	free(c->meta);
+	free(c->ibits);
+	free(c->scratch);
+}
+
+static int plan(struct e4_ctx *c, const struct si_target *t, struct e4_runs *rs)
+{
+	int err;
+
+	err = check_mounted(c, t);
+	if (!err)
+		err = check_super(c);
+	if (!err)
+		err = check_desc(c);
+	if (!err)
+		err = plan_runs(c, rs);
+	if (!err)
+		err = plan_inodes(c, rs);
+	return err;
+}
+
+static int apply(struct e4_ctx *c, struct e4_runs *rs)
+{
+	int err;
+
+	if (c->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL && c->h->tally.st.unmapped)
+		return si_unmapped_refuse(c->h, c->name);
+	err = write_runs(c, rs);
+	if (!err)
+		err = write_ea(c);
+	if (!err)
+		err = e4_quota(c);
+	return err;
+}
+
+static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
+		    enum si_pass pass)
+{
+	struct e4_ctx c = {
+		.h = h, .name = t->path, .apply = pass == SI_PASS_APPLY,
+		.listing = h->list_fn != NULL || (h->flags & SHIFTIMG_DRY_RUN),
+		.budget = budget(),
+	};
+	struct e4_runs rs = { 0 };
+	errcode_t cerr;
+	int err;
+
+	err = open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
+	if (err)
+		return err;
+	c.scratch = malloc(4 * (c.bsz > c.isz ? c.bsz : c.isz) + 4096);
+	if (!c.scratch) {
+		err = si_error(h, ENOMEM, "%s: out of memory", c.name);
+		goto out_close;
+	}
+	if (c.apply && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		err = refuse(&c, EBUSY, "another process holds a lock on it");
+		goto out_close;
+	}
+	err = plan(&c, t, &rs);
+	if (!err && c.apply)
+		err = apply(&c, &rs);
+out_close:
+	/* Only what we wrote is flushed: the superblock stays as it was. */
+	cerr = ext2fs_close2(c.fs, 0);
+	if (!err && cerr)
+		err = e4_fail(&c, cerr, "flushing");
+	ctx_free(&c, &rs);
+	return err;
 }
 
 static int ext4_shift(struct shiftimg *h, const struct si_target *t,
 		      enum si_pass pass)
 {
-	return si_error(h, ENOTSUP, "%s: the ext4 backend is not built yet", t->path);
+	const char *out = si_option(h, "output");
+	char *tmp = NULL;
+	int fd = -1, err;
+
+	if (!out || pass == SI_PASS_CHECK)
+		return shift_fd(h, t, t->fd, pass);
+
+	struct e4_ctx c = { .h = h, .name = t->path };
+
+	/* A copy of a mounted filesystem would be torn. */
+	err = check_mounted(&c, t);
+	if (!err)
+		err = make_copy(&c, t, out, &tmp, &fd);
+	if (err)
+		return err;
+	struct si_target copy = *t;
+
+	/* Messages keep naming the input: that is what the user gave. */
+	copy.fd = fd;
+	if (fstat(fd, &copy.st) < 0)
+		err = si_error(h, errno, "%s: %s", tmp, strerror(errno));
+	if (!err)
+		err = shift_fd(h, &copy, fd, pass);
+	if (!err && fsync(fd) < 0)
+		err = si_error(h, errno, "%s: %s", tmp, strerror(errno));
+	if (!err && rename(tmp, out) < 0)
+		err = si_error(h, errno, "%s: %s", out, strerror(errno));
+	close(fd);
+	if (err)
+		unlink(tmp);
+	free(tmp);
+	return err;
 }
+
+static const char *const ext4_options[] = { "output", "offset", NULL };
 
 const struct si_backend si_ext4_backend = {
 	.name = "ext4",
+	/* Every refusal is decided before the first write. */
+	.flags = SI_BACKEND_ATOMIC,
+	.options = ext4_options,
 	.probe = ext4_probe,
 	.shift = ext4_shift,
 };
