@@ -33,10 +33,16 @@ static void tally_add_id(struct si_tally *t, uint8_t kind, uint32_t id,
 			return;
 		}
 	}
-	if (t->nr_ids < SI_TALLY_IDS)
-		t->ids[t->nr_ids++] = (struct si_tally_id){ id, kind, count };
-	else
+	if (t->nr_ids == SI_TALLY_IDS) {
 		t->more_ids++;
+		return;
+	}
+	/* Sorted by kind, then id, so that reports do not depend on order. */
+	for (i = t->nr_ids; i > 0 && (t->ids[i - 1].kind > kind ||
+	     (t->ids[i - 1].kind == kind && t->ids[i - 1].id > id)); i--)
+		t->ids[i] = t->ids[i - 1];
+	t->ids[i] = (struct si_tally_id){ id, kind, count };
+	t->nr_ids++;
 }
 
 void si_tally_id(struct si_tally *t, enum si_kind kind, uint32_t id)
@@ -45,14 +51,30 @@ void si_tally_id(struct si_tally *t, enum si_kind kind, uint32_t id)
 	t->pending = true;
 }
 
+/*
+ * Keeps the SI_TALLY_EXAMPLES smallest paths, in order: whatever order
+ * a parallel walk met them in, the report is the same.
+ */
 static void tally_example(struct si_tally *t, const char *path)
 {
-	if (t->nr_examples < SI_TALLY_EXAMPLES && path) {
-		char *copy = strdup(path);
+	unsigned int i, n = t->nr_examples;
+	char *copy;
 
-		if (copy)
-			t->examples[t->nr_examples++] = copy;
-	}
+	if (!path)
+		return;
+	for (i = n; i > 0 && strcmp(t->examples[i - 1], path) > 0; i--)
+		;
+	if (i == SI_TALLY_EXAMPLES)
+		return;
+	copy = strdup(path);
+	if (!copy)
+		return;
+	if (n == SI_TALLY_EXAMPLES)
+		free(t->examples[--n]);
+	memmove(&t->examples[i + 1], &t->examples[i],
+		(n - i) * sizeof(t->examples[0]));
+	t->examples[i] = copy;
+	t->nr_examples = n + 1;
 }
 
 void si_tally_object(struct si_tally *t, const char *path)
