@@ -1094,6 +1094,7 @@ static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 	free(c->meta);
 	free(c->ibits);
 	free(c->scratch);
+	e4_quota_free(c);
 }
 
 static int plan(struct e4_ctx *c, const struct si_target *t, struct e4_runs *rs)
@@ -1109,6 +1110,8 @@ static int plan(struct e4_ctx *c, const struct si_target *t, struct e4_runs *rs)
 		err = plan_runs(c, rs);
 	if (!err)
 		err = plan_inodes(c, rs);
+	if (!err)
+		err = e4_quota_plan(c);
 	return err;
 }
 
@@ -1122,7 +1125,7 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 	if (!err)
 		err = write_ea(c);
 	if (!err)
-		err = e4_quota(c);
+		err = e4_quota_write(c);
 	return err;
 }
 

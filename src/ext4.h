@@ -48,6 +48,13 @@ struct e4_ctx {
 	/* Memory for shifted blocks kept between planning and writing. */
 	size_t budget, kept;
 
+	/* The rewritten user and group quota files, planned before writing. */
+	struct e4_qfile {
+		ext2_ino_t ino;
+		unsigned char *buf;
+		size_t len;
+	} quota[2];
+
 	/* Scratch for xattr areas: one block plus values moved aside. */
 	unsigned char *scratch;
 	uint64_t writes;		/* blocks written */
@@ -75,7 +82,12 @@ int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 int e4_xattr_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		   unsigned char *buf);
 
-/* ext4-quota.c: rewrites the user and group quota files after a shift. */
-int e4_quota(struct e4_ctx *c);
+/*
+ * ext4-quota.c: plans the user and group quota files with their ids
+ * shifted (usage and limits follow the ids), then writes them.
+ */
+int e4_quota_plan(struct e4_ctx *c);
+int e4_quota_write(struct e4_ctx *c);
+void e4_quota_free(struct e4_ctx *c);
 
 #endif /* SHIFTIMG_EXT4_H */
