@@ -1,22 +1,768 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The tar backend: not written yet. */
+/*
+ * The tar backend: tarballs and OCI layers, shifted as one stream.
+ *
+ * libarchive only detects and undoes the compression (format "raw"),
+ * tarhdr.c rewrites the headers, and the result is compressed again the
+ * same way: gzip by gzpar.c on all cores, the other filters by
+ * libarchive on a thread of their own so that reading and compressing
+ * overlap.  The output goes to a temporary file in the target's
+ * directory, renamed into place only when the whole stream succeeded,
+ * so apply is atomic.  On "-" (stdin to stdout) a failure leaves the
+ * output incomplete and the exit status non-zero.
+ */
+#include <archive.h>
+#include <archive_entry.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
+#include "gzpar.h"
+#include "tarhdr.h"
 
-static bool tar_probe(const struct si_target *t)
+#define IN_BLOCK	(1u << 20)	/* libarchive read size */
+#define OUT_BUF		(1u << 20)	/* write(2) size */
+#define PIPE_BUFS	4		/* buffers queued to a compressor thread */
+#define PROGRESS_STEP	(64ull << 20)
+
+static const char *const tar_options[] = {
+	"output", "level", "names", "json", "digest", NULL
+};
+
+/* ---- digests of the last run, per handle ---- */
+
+/*
+ * The handle has no room for backend results, so the digests of a
+ * handle's last tar run are kept here, for shiftimg_digest().
+ */
+#define DIGEST_SLOTS	16
+#define DIGEST_LEN	(7 + 64 + 1)	/* "sha256:" hex NUL */
+
+struct digest_slot {
+	const struct shiftimg *h;
+	char output[DIGEST_LEN];
+	char diff_id[DIGEST_LEN];
+};
+
+static pthread_mutex_t digest_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct digest_slot digests[DIGEST_SLOTS];
+static unsigned int digest_next;
+
+static struct digest_slot *digest_find(const struct shiftimg *h, bool create)
 {
-	return false;
+	unsigned int i;
+
+	for (i = 0; i < DIGEST_SLOTS; i++)
+		if (digests[i].h == h)
+			return &digests[i];
+	if (!create)
+		return NULL;
+	i = digest_next++ % DIGEST_SLOTS;
+	memset(&digests[i], 0, sizeof(digests[i]));
+	digests[i].h = h;
+	return &digests[i];
+}
+
+static void digest_store(const struct shiftimg *h, const char *output,
+			 const char *diff_id)
+{
+	struct digest_slot *d;
+
+	pthread_mutex_lock(&digest_lock);
+	d = digest_find(h, true);
+	snprintf(d->output, sizeof(d->output), "%s", output);
+	snprintf(d->diff_id, sizeof(d->diff_id), "%s", diff_id);
+	pthread_mutex_unlock(&digest_lock);
+}
+
+/*
+ * "output": sha256 of the file written; "diff_id": sha256 of the
+ * uncompressed tar (an OCI layer's diff_id).  NULL if the last run was
+ * not a tar run that computed them (option "json" or "digest").
+ */
+const char *shiftimg_digest(const struct shiftimg *h, const char *which);
+const char *shiftimg_digest(const struct shiftimg *h, const char *which)
+{
+	struct digest_slot *d;
+	const char *v = NULL;
+
+	pthread_mutex_lock(&digest_lock);
+	d = digest_find(h, false);
+	if (d && !strcmp(which, "output") && d->output[0])
+		v = d->output;
+	else if (d && !strcmp(which, "diff_id") && d->diff_id[0])
+		v = d->diff_id;
+	pthread_mutex_unlock(&digest_lock);
+	return v;
+}
+
+static void digest_hex(EVP_MD_CTX *md, char *out)
+{
+	unsigned char sum[EVP_MAX_MD_SIZE];
+	unsigned int n = 0, i;
+
+	out[0] = '\0';
+	if (!md || EVP_DigestFinal_ex(md, sum, &n) != 1)
+		return;
+	strcpy(out, "sha256:");
+	for (i = 0; i < n; i++)
+		sprintf(out + 7 + 2 * i, "%02x", sum[i]);
+}
+
+static EVP_MD_CTX *digest_new(void)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+
+	if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		md = NULL;
+	}
+	return md;
+}
+
+/* ---- the output file ---- */
+
+struct fdout {
+	int fd;
+	unsigned char *buf;
+	size_t len;
+	uint64_t bytes;
+	EVP_MD_CTX *md;		/* sha256 of what reaches the file */
+	int err;
+};
+
+static int fdout_flush(struct fdout *o)
+{
+	size_t done = 0;
+
+	if (o->md && o->len)
+		EVP_DigestUpdate(o->md, o->buf, o->len);
+	while (done < o->len) {
+		ssize_t n = write(o->fd, o->buf + done, o->len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return o->err = -errno;
+		done += (size_t)n;
+	}
+	o->bytes += o->len;
+	o->len = 0;
+	return 0;
+}
+
+static int fdout_write(void *arg, const void *p, size_t len)
+{
+	struct fdout *o = arg;
+	const unsigned char *b = p;
+
+	while (len && !o->err) {
+		size_t k = OUT_BUF - o->len < len ? OUT_BUF - o->len : len;
+
+		memcpy(o->buf + o->len, b, k);
+		o->len += k;
+		b += k;
+		len -= k;
+		if (o->len == OUT_BUF && fdout_flush(o) < 0)
+			break;
+	}
+	return o->err;
+}
+
+/* ---- libarchive compression on a thread of its own ---- */
+
+struct apipe {
+	struct archive *w;
+	struct fdout *out;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned char *buf[PIPE_BUFS + 1];
+	size_t len[PIPE_BUFS + 1];
+	unsigned int head, count;	/* queued: head .. head + count */
+	unsigned int cur;		/* being filled by the reader */
+	bool closing;
+	int err;
+	char msg[256];
+};
+
+static la_ssize_t apipe_cb(struct archive *a, void *arg, const void *p,
+			   size_t len)
+{
+	struct fdout *o = arg;
+
+	if (fdout_write(o, p, len) < 0) {
+		archive_set_error(a, -o->err, "write error");
+		return -1;
+	}
+	return (la_ssize_t)len;
+}
+
+static void *apipe_thread(void *arg)
+{
+	struct apipe *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		unsigned int i;
+		la_ssize_t n = 0;
+
+		while (!p->count && !p->closing)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (!p->count)
+			break;
+		i = p->head;
+		pthread_mutex_unlock(&p->lock);
+		if (!p->err && p->len[i])
+			n = archive_write_data(p->w, p->buf[i], p->len[i]);
+		if (n < 0 || (size_t)n != p->len[i]) {
+			if (!p->err) {
+				snprintf(p->msg, sizeof(p->msg), "%s",
+					 archive_error_string(p->w) ?: "compression failed");
+				p->err = -EIO;
+			}
+		}
+		pthread_mutex_lock(&p->lock);
+		p->head = (p->head + 1) % (PIPE_BUFS + 1);
+		p->count--;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static int apipe_push(struct apipe *p)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->count == PIPE_BUFS)
+		pthread_cond_wait(&p->cond, &p->lock);
+	p->count++;
+	p->cur = (p->cur + 1) % (PIPE_BUFS + 1);
+	p->len[p->cur] = 0;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return p->err;
+}
+
+static int apipe_write(void *arg, const void *data, size_t len)
+{
+	struct apipe *p = arg;
+	const unsigned char *b = data;
+
+	while (len) {
+		size_t room = OUT_BUF - p->len[p->cur], k = room < len ? room : len;
+
+		memcpy(p->buf[p->cur] + p->len[p->cur], b, k);
+		p->len[p->cur] += k;
+		b += k;
+		len -= k;
+		if (p->len[p->cur] == OUT_BUF && apipe_push(p) < 0)
+			return p->err;
+	}
+	return p->err;
+}
+
+/* Sends the last buffer, waits for the thread, closes the compressor. */
+static int apipe_close(struct apipe *p)
+{
+	if (p->len[p->cur])
+		apipe_push(p);
+	pthread_mutex_lock(&p->lock);
+	p->closing = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->thread, NULL);
+	p->started = false;
+	if (!p->err && archive_write_close(p->w) != ARCHIVE_OK) {
+		snprintf(p->msg, sizeof(p->msg), "%s",
+			 archive_error_string(p->w) ?: "compression failed");
+		p->err = -EIO;
+	}
+	return p->err;
+}
+
+static void apipe_free(struct apipe *p)
+{
+	unsigned int i;
+
+	if (p->started) {
+		pthread_mutex_lock(&p->lock);
+		p->closing = true;
+		p->err = p->err ?: -ECANCELED;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+	}
+	if (p->w)
+		archive_write_free(p->w);
+	for (i = 0; i <= PIPE_BUFS; i++)
+		free(p->buf[i]);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+}
+
+static int apipe_open(struct apipe *p, int code, int level, struct fdout *o)
+{
+	struct archive_entry *e;
+	char lv[16];
+	unsigned int i;
+
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	p->out = o;
+	for (i = 0; i <= PIPE_BUFS; i++)
+		if (!(p->buf[i] = malloc(OUT_BUF)))
+			return -ENOMEM;
+	p->w = archive_write_new();
+	if (!p->w)
+		return -ENOMEM;
+	snprintf(lv, sizeof(lv), "%d", level);
+	if (archive_write_add_filter(p->w, code) != ARCHIVE_OK ||
+	    archive_write_set_format_raw(p->w) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(p->w, 1) != ARCHIVE_OK ||
+	    archive_write_set_filter_option(p->w, NULL, "compression-level", lv) != ARCHIVE_OK ||
+	    archive_write_open(p->w, o, NULL, apipe_cb, NULL) != ARCHIVE_OK)
+		goto out_archive;
+	e = archive_entry_new();
+	if (!e)
+		return -ENOMEM;
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_pathname(e, "data");
+	if (archive_write_header(p->w, e) != ARCHIVE_OK) {
+		archive_entry_free(e);
+		goto out_archive;
+	}
+	archive_entry_free(e);
+	if (pthread_create(&p->thread, NULL, apipe_thread, p))
+		return -EAGAIN;
+	p->started = true;
+	return 0;
+out_archive:
+	snprintf(p->msg, sizeof(p->msg), "%s",
+		 archive_error_string(p->w) ?: "cannot set up the compressor");
+	return -EINVAL;
+}
+
+/* ---- one run ---- */
+
+struct run {
+	struct shiftimg *h;
+	const char *path;		/* for messages */
+	struct archive *in;
+	int code;			/* ARCHIVE_FILTER_* of the input */
+	int level;
+	bool digest, dry;
+	EVP_MD_CTX *md_tar;		/* sha256 of the uncompressed output */
+	struct fdout out;
+	struct gzpar *gz;
+	struct apipe pipe;
+	bool pipe_open;
+	uint64_t next_progress;
+	uint64_t in_total;
+	struct th_ctx th;
+};
+
+static ssize_t run_read(void *arg, const unsigned char **p)
+{
+	struct run *r = arg;
+	const void *buf;
+	size_t size;
+	la_int64_t off;
+	int ret;
+
+	if (r->th.in_bytes >= r->next_progress) {
+		si_progress(r->h, (uint64_t)archive_filter_bytes(r->in, -1), r->in_total);
+		r->next_progress = r->th.in_bytes + PROGRESS_STEP;
+	}
+	do {
+		ret = archive_read_data_block(r->in, &buf, &size, &off);
+	} while (ret == ARCHIVE_OK && size == 0);
+	if (ret == ARCHIVE_EOF)
+		return 0;
+	if (ret != ARCHIVE_OK && ret != ARCHIVE_WARN)
+		return -EIO;
+	*p = buf;
+	return (ssize_t)size;
+}
+
+static int run_write(void *arg, const void *p, size_t len)
+{
+	struct run *r = arg;
+
+	if (r->md_tar)
+		EVP_DigestUpdate(r->md_tar, p, len);
+	if (r->gz)
+		return gzpar_write(r->gz, p, len);
+	if (r->pipe_open)
+		return apipe_write(&r->pipe, p, len);
+	return fdout_write(&r->out, p, len);
+}
+
+static int null_write(void *arg, const void *p, size_t len)
+{
+	return 0;
+}
+
+static void run_list(void *arg, const char *path, const char *what)
+{
+	struct run *r = arg;
+
+	si_list(r->h, path, what);
+}
+
+/* Opens the decompressor on fd; r->code is the input's compression. */
+static int open_input(struct run *r, int fd)
+{
+	struct archive_entry *e;
+	int ret;
+
+	r->in = archive_read_new();
+	if (!r->in)
+		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	archive_read_support_filter_all(r->in);
+	archive_read_support_format_raw(r->in);
+	if (archive_read_open_fd(r->in, fd, IN_BLOCK) != ARCHIVE_OK)
+		goto out_err;
+	ret = archive_read_next_header(r->in, &e);
+	if (ret == ARCHIVE_EOF)
+		return si_error(r->h, EBADMSG, "%s: empty input", r->path);
+	if (ret != ARCHIVE_OK)
+		goto out_err;
+	if (archive_filter_count(r->in) > 2)
+		return si_error(r->h, ENOTSUP, "%s: nested compression (%s over %s)",
+				r->path, archive_filter_name(r->in, 0),
+				archive_filter_name(r->in, 1));
+	r->code = archive_filter_code(r->in, 0);
+	switch (r->code) {
+	case ARCHIVE_FILTER_NONE: case ARCHIVE_FILTER_GZIP:
+	case ARCHIVE_FILTER_BZIP2: case ARCHIVE_FILTER_XZ:
+	case ARCHIVE_FILTER_ZSTD: case ARCHIVE_FILTER_LZ4:
+		return 0;
+	}
+	return si_error(r->h, ENOTSUP, "%s: %s compression is not supported",
+			r->path, archive_filter_name(r->in, 0));
+out_err:
+	return si_error(r->h, EBADMSG, "%s: %s", r->path,
+			archive_error_string(r->in) ?: "cannot read");
+}
+
+/* Each tool's own default level, so the output is what users expect. */
+static int default_level(int code)
+{
+	switch (code) {
+	case ARCHIVE_FILTER_GZIP: return 6;
+	case ARCHIVE_FILTER_BZIP2: return 9;
+	case ARCHIVE_FILTER_XZ: return 6;
+	case ARCHIVE_FILTER_ZSTD: return 3;
+	case ARCHIVE_FILTER_LZ4: return 1;
+	}
+	return 0;
+}
+
+static int parse_options(struct run *r)
+{
+	const char *lv = si_option(r->h, "level"), *names = si_option(r->h, "names");
+	char *end;
+	long v;
+
+	r->level = default_level(r->code);
+	if (lv) {
+		int max = r->code == ARCHIVE_FILTER_ZSTD ? 19 : 9;
+
+		errno = 0;
+		v = strtol(lv, &end, 10);
+		if (errno || *end || end == lv || v < 1 || v > max)
+			return si_error(r->h, EINVAL, "%s: level \"%s\" is not 1 to %d",
+					r->path, lv, max);
+		r->level = (int)v;
+	}
+	r->th.keep_names = r->h->flags & SHIFTIMG_NAMES_KEEP;
+	if (names && !strcmp(names, "keep"))
+		r->th.keep_names = true;
+	else if (names && !strcmp(names, "clear"))
+		r->th.keep_names = false;
+	else if (names)
+		return si_error(r->h, EINVAL, "%s: names \"%s\" is not keep or clear",
+				r->path, names);
+	r->digest = si_option(r->h, "json") || si_option(r->h, "digest");
+	return 0;
+}
+
+/* Sets up the compressor matching the input, writing to r->out. */
+static int open_output(struct run *r, int fd)
+{
+	int err;
+
+	r->out.fd = fd;
+	r->out.buf = malloc(OUT_BUF);
+	if (!r->out.buf)
+		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	if (r->digest) {
+		r->out.md = digest_new();
+		r->md_tar = digest_new();
+		if (!r->out.md || !r->md_tar)
+			return si_error(r->h, ENOMEM, "%s: no sha256", r->path);
+	}
+	if (r->code == ARCHIVE_FILTER_GZIP) {
+		r->gz = gzpar_new(r->level, si_threads(r->h), fdout_write, &r->out);
+		if (!r->gz)
+			return si_error(r->h, ENOMEM, "%s: cannot start gzip threads", r->path);
+	} else if (r->code != ARCHIVE_FILTER_NONE) {
+		err = apipe_open(&r->pipe, r->code, r->level, &r->out);
+		r->pipe_open = true;
+		if (err)
+			return si_error(r->h, -err, "%s: %s compressor: %s", r->path,
+					archive_filter_name(r->in, 0),
+					r->pipe.msg[0] ? r->pipe.msg : strerror(-err));
+	}
+	return 0;
+}
+
+static int close_output(struct run *r)
+{
+	int err = 0;
+
+	if (r->gz)
+		err = gzpar_finish(r->gz);
+	else if (r->pipe_open)
+		err = apipe_close(&r->pipe);
+	if (!err)
+		err = fdout_flush(&r->out);
+	if (err)
+		return si_error(r->h, -err, "%s: writing the output: %s", r->path,
+				r->pipe.msg[0] ? r->pipe.msg : strerror(-err));
+	return 0;
+}
+
+static void run_free(struct run *r)
+{
+	gzpar_free(r->gz);
+	if (r->pipe_open)
+		apipe_free(&r->pipe);
+	if (r->in)
+		archive_read_free(r->in);
+	EVP_MD_CTX_free(r->md_tar);
+	EVP_MD_CTX_free(r->out.md);
+	free(r->out.buf);
+	th_ctx_free(&r->th);
+}
+
+/* Streams input fd to output fd (-1: count only). */
+static int run_stream(struct run *r, int in_fd, int out_fd)
+{
+	int err;
+
+	r->th.rules = &r->h->rules;
+	r->th.tally = &r->h->tally;
+	r->th.read = run_read;
+	r->th.io_arg = r;
+	if ((r->h->flags & SHIFTIMG_DRY_RUN) || r->h->list_fn) {
+		r->th.list = run_list;
+		r->th.list_arg = r;
+	}
+	err = open_input(r, in_fd);
+	err = err ?: parse_options(r);
+	if (err)
+		return err;
+	if (out_fd < 0) {
+		r->th.write = null_write;
+	} else {
+		r->th.write = run_write;
+		r->th.stop_on_unmapped = r->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL;
+		err = open_output(r, out_fd);
+		if (err)
+			return err;
+	}
+	err = th_stream(&r->th);
+	if (err == -EIO && archive_errno(r->in) && r->th.err[0])
+		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err,
+				archive_error_string(r->in) ?: "read error");
+	if (err == -EOVERFLOW && r->th.unmapped)
+		return si_error(r->h, EOVERFLOW,
+				"%s: unmapped ids (--unmapped=fail): nothing written",
+				r->path);
+	if (err)
+		return si_error(r->h, -err, "%s: %s", r->path, r->th.err);
+	if (out_fd >= 0) {
+		err = close_output(r);
+		if (err)
+			return err;
+	}
+	if (r->digest) {
+		char o[DIGEST_LEN], d[DIGEST_LEN];
+
+		digest_hex(r->out.md, o);
+		digest_hex(r->md_tar, d);
+		digest_store(r->h, o, d);
+	}
+	return 0;
+}
+
+/* ---- the target: in place, -o OUT, or stdin to stdout ---- */
+
+static int dir_of(const char *path, char *dir, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return snprintf(dir, len, ".") >= (int)len ? -1 : 0;
+	if (slash == path)
+		return snprintf(dir, len, "/") >= (int)len ? -1 : 0;
+	return snprintf(dir, len, "%.*s", (int)(slash - path), path) >= (int)len ? -1 : 0;
+}
+
+/* Makes the file durable under its final name. */
+static int commit(struct run *r, int fd, const char *tmp, const char *dest,
+		  const char *dir)
+{
+	int dfd;
+
+	if (fsync(fd) < 0)
+		return si_error(r->h, errno, "%s: fsync: %s", tmp, strerror(errno));
+	if (rename(tmp, dest) < 0)
+		return si_error(r->h, errno, "%s: rename to %s: %s", tmp, dest,
+				strerror(errno));
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+static int apply_file(struct run *r, const struct si_target *t, const char *dest)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 32];
+	const char *base;
+	int fd, err;
+
+	if (dir_of(dest, dir, sizeof(dir)) < 0)
+		return si_error(r->h, ENAMETOOLONG, "%s: name too long", dest);
+	base = strrchr(dest, '/') ? strrchr(dest, '/') + 1 : dest;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.shiftimg-XXXXXX", dir,
+			     base) >= sizeof(tmp))
+		return si_error(r->h, ENAMETOOLONG, "%s: name too long", dest);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return si_error(r->h, errno, "%s: cannot create a temporary file: %s",
+				tmp, strerror(errno));
+	/* The new file keeps the old one's mode and, when we may, its owner. */
+	if (fchmod(fd, t->st.st_mode & 07777) < 0) {
+		err = si_error(r->h, errno, "%s: chmod: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	if (fchown(fd, t->st.st_uid, t->st.st_gid) < 0 && errno != EPERM) {
+		err = si_error(r->h, errno, "%s: chown: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	err = run_stream(r, t->fd, fd);
+	if (!err)
+		err = commit(r, fd, tmp, dest, dir);
+	if (err)
+		goto out_unlink;
+	close(fd);
+	return 0;
+out_unlink:
+	unlink(tmp);
+	close(fd);
+	return err;
 }
 
 static int tar_shift(struct shiftimg *h, const struct si_target *t,
-		      enum si_pass pass)
+		     enum si_pass pass)
 {
-	return si_error(h, ENOTSUP, "%s: the tar backend is not built yet", t->path);
+	struct run r = { .h = h, .path = t->path, .next_progress = 0 };
+	const char *out = si_option(h, "output");
+	int in_fd = t->fd < 0 ? STDIN_FILENO : t->fd;
+	int err;
+
+	if (t->fd >= 0) {
+		lseek(t->fd, 0, SEEK_SET);
+		r.in_total = (uint64_t)t->st.st_size;
+	}
+	if (pass == SI_PASS_CHECK || (h->flags & SHIFTIMG_DRY_RUN))
+		err = run_stream(&r, in_fd, -1);
+	else if (t->fd < 0 || (out && !strcmp(out, "-")))
+		err = run_stream(&r, in_fd, STDOUT_FILENO);
+	else
+		err = apply_file(&r, t, out ? out : t->path);
+	run_free(&r);
+	return err;
+}
+
+/* ---- probe ---- */
+
+struct probe_src {
+	int fd;
+	off_t off;
+	unsigned char buf[64 << 10];
+};
+
+static la_ssize_t probe_read(struct archive *a, void *arg, const void **p)
+{
+	struct probe_src *s = arg;
+	ssize_t n = pread(s->fd, s->buf, sizeof(s->buf), s->off);
+
+	if (n < 0)
+		return -1;
+	s->off += n;
+	*p = s->buf;
+	return n;
+}
+
+/* Is the first block (after any decompression) a tar header? */
+static bool tar_probe(const struct si_target *t)
+{
+	struct probe_src *s;
+	struct archive *a;
+	struct archive_entry *e;
+	unsigned char blk[TH_BLOCK];
+	la_ssize_t n;
+	bool ok = false;
+
+	if (t->fd < 0)
+		return true;
+	if (!S_ISREG(t->st.st_mode))
+		return false;
+	s = calloc(1, sizeof(*s));
+	a = archive_read_new();
+	if (!s || !a)
+		goto out;
+	s->fd = t->fd;
+	archive_read_support_filter_all(a);
+	archive_read_support_format_raw(a);
+	if (archive_read_open(a, s, NULL, probe_read, NULL) != ARCHIVE_OK ||
+	    archive_read_next_header(a, &e) != ARCHIVE_OK)
+		goto out;
+	n = archive_read_data(a, blk, sizeof(blk));
+	if (n == TH_BLOCK) {
+		size_t i;
+		bool zero = true;
+
+		for (i = 0; i < TH_BLOCK && zero; i++)
+			zero = blk[i] == 0;
+		ok = zero || th_cksum_ok(blk);
+	}
+out:
+	if (a)
+		archive_read_free(a);
+	free(s);
+	return ok;
 }
 
 const struct si_backend si_tar_backend = {
 	.name = "tar",
+	.flags = SI_BACKEND_ATOMIC,
+	.options = tar_options,
 	.probe = tar_probe,
 	.shift = tar_shift,
 };

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Parallel gzip.  A ring of slots: the caller fills one with a block of
+ * input (after a copy of the 32 KiB that precede it), workers deflate
+ * ready slots, and the caller writes finished slots out in order
+ * whenever it needs a free one.  Each block but the last ends with a
+ * sync flush, so the raw deflate pieces concatenate into one stream.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "gzpar.h"
+
+#define GZ_BLOCK	(128u << 10)
+#define GZ_DICT		(32u << 10)
+#define GZ_MAX_THREADS	64
+
+enum slot_state { SLOT_FREE, SLOT_READY, SLOT_BUSY, SLOT_DONE };
+
+struct slot {
+	enum slot_state state;
+	bool last;
+	unsigned char *in;	/* dictionary, then the block */
+	size_t dict, len;	/* dictionary bytes, block bytes */
+	unsigned char *out;
+	size_t out_len, out_cap;
+	uint32_t crc;
+	int err;
+};
+
+struct gzpar {
+	int level;
+	gzpar_write_fn *fn;
+	void *arg;
+	pthread_mutex_t lock;
+	pthread_cond_t work;	/* a slot became ready, or stop */
+	pthread_cond_t done;	/* a slot finished */
+	bool stop;
+	unsigned int nr_threads;
+	pthread_t threads[GZ_MAX_THREADS];
+	unsigned int nr_slots, head, cur;	/* head: next to write out */
+	struct slot *slots;
+	uint32_t crc;
+	uint64_t total;
+	bool header_done;
+	int err;
+};
+
+static int deflate_slot(z_stream *z, int level, struct slot *s)
+{
+	int flush = s->last ? Z_FINISH : Z_SYNC_FLUSH, ret;
+
+	if (deflateReset(z) != Z_OK)
+		return -EINVAL;
+	if (s->dict && deflateSetDictionary(z, s->in, (uInt)s->dict) != Z_OK)
+		return -EINVAL;
+	z->next_in = s->in + s->dict;
+	z->avail_in = (uInt)s->len;
+	z->next_out = s->out;
+	z->avail_out = (uInt)s->out_cap;
+	ret = deflate(z, flush);
+	if ((s->last && ret != Z_STREAM_END) || (!s->last && ret != Z_OK) ||
+	    z->avail_in)
+		return -EIO;
+	s->out_len = s->out_cap - z->avail_out;
+	s->crc = (uint32_t)crc32(0, s->in + s->dict, (uInt)s->len);
+	return 0;
+}
+
+static struct slot *next_ready(struct gzpar *g)
+{
+	unsigned int i;
+
+	for (i = 0; i < g->nr_slots; i++) {
+		struct slot *s = &g->slots[(g->head + i) % g->nr_slots];
+
+		if (s->state == SLOT_READY)
+			return s;
+	}
+	return NULL;
+}
+
+static void *worker(void *arg)
+{
+	struct gzpar *g = arg;
+	z_stream z;
+	bool ok;
+
+	memset(&z, 0, sizeof(z));
+	ok = deflateInit2(&z, g->level, Z_DEFLATED, -15, 8,
+			  Z_DEFAULT_STRATEGY) == Z_OK;
+	pthread_mutex_lock(&g->lock);
+	for (;;) {
+		struct slot *s;
+
+		while (!g->stop && !(s = next_ready(g)))
+			pthread_cond_wait(&g->work, &g->lock);
+		if (g->stop)
+			break;
+		s->state = SLOT_BUSY;
+		pthread_mutex_unlock(&g->lock);
+		s->err = ok ? deflate_slot(&z, g->level, s) : -ENOMEM;
+		pthread_mutex_lock(&g->lock);
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&g->done);
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (ok)
+		deflateEnd(&z);
+	return NULL;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+/* Fixed header: no name, mtime 0, OS 3 (Unix), XFL as gzip sets it. */
+static int write_header(struct gzpar *g)
+{
+	unsigned char h[10] = { 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3 };
+
+	h[8] = g->level == 9 ? 2 : g->level == 1 ? 4 : 0;
+	g->header_done = true;
+	return g->fn(g->arg, h, sizeof(h));
+}
+
+/* Writes out the head slot once it is done; waits for it if asked. */
+static int drain_one(struct gzpar *g, bool wait)
+{
+	struct slot *s = &g->slots[g->head];
+	enum slot_state st;
+	int err;
+
+	pthread_mutex_lock(&g->lock);
+	while (wait && (s->state == SLOT_READY || s->state == SLOT_BUSY))
+		pthread_cond_wait(&g->done, &g->lock);
+	st = s->state;
+	pthread_mutex_unlock(&g->lock);
+	if (st != SLOT_DONE)
+		return 1;
+	err = s->err;
+	if (!err && !g->header_done)
+		err = write_header(g);
+	if (!err)
+		err = g->fn(g->arg, s->out, s->out_len);
+	g->crc = (uint32_t)crc32_combine(g->crc, s->crc, (z_off_t)s->len);
+	g->total += s->len;
+	s->state = SLOT_FREE;
+	g->head = (g->head + 1) % g->nr_slots;
+	return err;
+}
+
+/* Hands the current slot to the workers and prepares the next one. */
+static int submit(struct gzpar *g, bool last)
+{
+	struct slot *s = &g->slots[g->cur], *n;
+	size_t keep;
+	int err;
+
+	s->last = last;
+	pthread_mutex_lock(&g->lock);
+	s->state = SLOT_READY;
+	pthread_cond_signal(&g->work);
+	pthread_mutex_unlock(&g->lock);
+	if (last)
+		return 0;
+	g->cur = (g->cur + 1) % g->nr_slots;
+	n = &g->slots[g->cur];
+	while (n->state != SLOT_FREE) {
+		err = drain_one(g, true);
+		if (err < 0)
+			return err;
+	}
+	/* Prime the next block with the 32 KiB that end this one. */
+	keep = s->dict + s->len < GZ_DICT ? s->dict + s->len : GZ_DICT;
+	memcpy(n->in, s->in + s->dict + s->len - keep, keep);
+	n->dict = keep;
+	n->len = 0;
+	return 0;
+}
+
+int gzpar_write(struct gzpar *g, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	int r;
+
+	while (len && !g->err) {
+		struct slot *s = &g->slots[g->cur];
+		size_t k = GZ_BLOCK - s->len < len ? GZ_BLOCK - s->len : len;
+
+		memcpy(s->in + s->dict + s->len, b, k);
+		s->len += k;
+		b += k;
+		len -= k;
+		if (s->len == GZ_BLOCK)
+			g->err = submit(g, false);
+		/* Write out what is done without waiting, to keep output flowing. */
+		while (!g->err && (r = drain_one(g, false)) <= 0)
+			if (r < 0)
+				g->err = r;
+	}
+	return g->err;
+}
+
+int gzpar_finish(struct gzpar *g)
+{
+	unsigned char t[8];
+	int err;
+
+	if (g->err)
+		return g->err;
+	g->err = submit(g, true);
+	while (!g->err) {
+		unsigned int was = g->head;
+
+		err = drain_one(g, true);
+		if (err < 0)
+			g->err = err;
+		if (was == g->cur)
+			break;
+	}
+	if (g->err)
+		return g->err;
+	put_le32(t, g->crc);
+	put_le32(t + 4, (uint32_t)g->total);
+	g->err = g->fn(g->arg, t, sizeof(t));
+	return g->err;
+}
+
+void gzpar_free(struct gzpar *g)
+{
+	unsigned int i;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = true;
+	pthread_cond_broadcast(&g->work);
+	pthread_mutex_unlock(&g->lock);
+	for (i = 0; i < g->nr_threads; i++)
+		pthread_join(g->threads[i], NULL);
+	for (i = 0; i < g->nr_slots && g->slots; i++) {
+		free(g->slots[i].in);
+		free(g->slots[i].out);
+	}
+	free(g->slots);
+	pthread_cond_destroy(&g->work);
+	pthread_cond_destroy(&g->done);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+struct gzpar *gzpar_new(int level, unsigned int threads, gzpar_write_fn *fn,
+			void *arg)
+{
+	struct gzpar *g = calloc(1, sizeof(*g));
+	unsigned int i;
+
+	if (!g)
+		return NULL;
+	g->level = level;
+	g->fn = fn;
+	g->arg = arg;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->work, NULL);
+	pthread_cond_init(&g->done, NULL);
+	if (threads < 1)
+		threads = 1;
+	if (threads > GZ_MAX_THREADS)
+		threads = GZ_MAX_THREADS;
+	g->nr_slots = 2 * threads + 2;
+	g->slots = calloc(g->nr_slots, sizeof(*g->slots));
+	if (!g->slots)
+		goto out_free;
+	for (i = 0; i < g->nr_slots; i++) {
+		struct slot *s = &g->slots[i];
+
+		s->out_cap = compressBound(GZ_BLOCK) + 64;
+		s->in = malloc(GZ_DICT + GZ_BLOCK);
+		s->out = malloc(s->out_cap);
+		if (!s->in || !s->out)
+			goto out_free;
+	}
+	g->crc = (uint32_t)crc32(0, NULL, 0);
+	for (i = 0; i < threads; i++) {
+		if (pthread_create(&g->threads[i], NULL, worker, g))
+			goto out_free;
+		g->nr_threads++;
+	}
+	return g;
+out_free:
+	gzpar_free(g);
+	return NULL;
+}
