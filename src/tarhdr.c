@@ -369,13 +369,13 @@ static int in_pass(struct th_ctx *c, uint64_t n)
 
 		err = in_fill(c);
 		if (err < 0)
-			return fail(c, -err, "read error");
+			return fail(c, -err, "read error: %s", strerror(-err));
 		if (c->eof)
 			return fail(c, EBADMSG, "truncated: %" PRIu64 " bytes of data missing", n);
 		k = n < c->chunk_len ? (size_t)n : c->chunk_len;
 		err = out_write(c, c->chunk, k);
 		if (err < 0)
-			return fail(c, -err, "write error");
+			return fail(c, -err, "write error: %s", strerror(-err));
 		c->chunk += k;
 		c->chunk_len -= k;
 		c->in_bytes += k;
@@ -493,19 +493,25 @@ static bool dec_get(const char *s, size_t len, uint64_t max, uint64_t *v)
 	return true;
 }
 
-/* Appends "LEN KEY=VALUE\n", LEN counting its own digits. */
+/*
+ * Appends "LEN KEY=VALUE\n", LEN counting its own digits.  A record
+ * this code adds (an id that outgrew its header field) is written with
+ * one leading zero in LEN: readers parse it as the same decimal number,
+ * and a later shift knows the record is its own, to drop once the id
+ * fits the header again.
+ */
 static int pax_emit(struct th_buf *b, const char *k, size_t klen,
-		    const void *v, size_t vlen)
+		    const void *v, size_t vlen, bool mark)
 {
-	size_t body = klen + vlen + 3, n = body + 1, d;
+	size_t body = klen + vlen + 3 + mark, n = body + 1, d;
 	char num[24];
 	int err;
 
 	for (;;) {
-		d = (size_t)snprintf(num, sizeof(num), "%zu", n);
-		if (body + d == n)
+		d = (size_t)snprintf(num, sizeof(num), "%s%zu", mark ? "0" : "", n);
+		if (body - mark + d == n)
 			break;
-		n = body + d;
+		n = body - mark + d;
 	}
 	err = th_buf_add(b, num, d);
 	err = err ?: th_buf_add(b, " ", 1);
@@ -642,11 +648,71 @@ static int acl_id(const struct si_rules *r, enum si_kind kind,
  * tag:qualifier:perms[:id][ comment]; NFSv4: tag:qualifier:perms:flags:
  * type[:id] (no qualifier field for owner@, group@, everyone@).
  */
-static int acl_entry_text(const struct si_rules *r, bool nfs4,
-			  bool keep_names, const char *e, size_t n,
-			  struct th_buf *out, unsigned int *named,
-			  struct si_tally *t)
+/*
+ * The id of the n-th ACL_USER/ACL_GROUP entry of a binary (VFS format)
+ * ACL.  GNU tar stores the text ACL beside the binary one, made from
+ * the same ACL in the same order: that is how a name-only text entry
+ * gets its id.
+ */
+static bool bin_qual(const unsigned char *bin, size_t len, size_t n,
+		     enum si_kind kind, uint32_t *id)
 {
+	size_t off;
+
+	if (!bin || len < 4 || (len - 4) % 8 || bin[0] != 2 || bin[1] || bin[2] || bin[3])
+		return false;
+	for (off = 4; off < len; off += 8) {
+		unsigned int tag = bin[off] | bin[off + 1] << 8;
+
+		if (tag != 2 && tag != 8)
+			continue;
+		if (n--)
+			continue;
+		if (tag != (kind == SI_KUID ? 2u : 8u))
+			return false;
+		*id = (uint32_t)bin[off + 4] | (uint32_t)bin[off + 5] << 8 |
+		      (uint32_t)bin[off + 6] << 16 | (uint32_t)bin[off + 7] << 24;
+		return true;
+	}
+	return false;
+}
+
+struct acl_ctx {
+	const struct si_rules *r;
+	bool nfs4, keep_names;
+	const unsigned char *bin;
+	size_t binlen, qual;
+	unsigned int *named;
+	struct si_tally *t;
+};
+
+/* A name-only entry: its id from the binary ACL, or kept by name. */
+static int acl_by_name(struct acl_ctx *a, enum si_kind kind, size_t my,
+		       struct acl_field *name, char *num)
+{
+	uint32_t id, to;
+	int res;
+
+	if (!bin_qual(a->bin, a->binlen, my, kind, &id)) {
+		(*a->named)++;
+		return 0;
+	}
+	res = si_shift_id(a->r, kind, id, &to, a->t);
+	if ((res & SI_CHANGED) && !a->keep_names) {
+		snprintf(num, 12, "%u", to);
+		name->p = num;
+		name->n = strlen(num);
+	}
+	return res;
+}
+
+static int acl_entry_text(struct acl_ctx *a, const char *e, size_t n,
+			  struct th_buf *out)
+{
+	const struct si_rules *r = a->r;
+	bool nfs4 = a->nfs4, keep_names = a->keep_names;
+	struct si_tally *t = a->t;
+	size_t my;
 	struct acl_field f[8];
 	char num1[12], num2[12];
 	size_t nf = 0, i, s = 0, base = 0, idf;
@@ -679,6 +745,7 @@ static int acl_entry_text(const struct si_rules *r, bool nfs4,
 		return th_buf_add(out, e, n) ? -ENOMEM : 0;
 	if (f[base + 1].n == 0)
 		return th_buf_add(out, e, n) ? -ENOMEM : 0;	/* owner entry */
+	my = a->qual++;
 
 	idf = base + (nfs4 ? 5 : 3);
 	if (idf < nf && !nfs4) {
@@ -724,7 +791,10 @@ static int acl_entry_text(const struct si_rules *r, bool nfs4,
 			return r2;
 		res |= r2;
 	} else {
-		(*named)++;	/* a name only: nothing we can map */
+		r2 = acl_by_name(a, kind, my, &f[base + 1], num2);
+		if (r2 < 0)
+			return r2;
+		res |= r2;
 	}
 	for (i = 0; i < nf; i++) {
 		if (i && th_buf_add(out, ":", 1))
@@ -736,17 +806,17 @@ static int acl_entry_text(const struct si_rules *r, bool nfs4,
 }
 
 int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
-		const char *in, size_t len, struct th_buf *out,
-		unsigned int *named, struct si_tally *t)
+		const char *in, size_t len, const void *bin, size_t binlen,
+		struct th_buf *out, unsigned int *named, struct si_tally *t)
 {
+	struct acl_ctx a = { r, nfs4, keep_names, bin, binlen, 0, named, t };
 	size_t s = 0, i;
 	int res = 0, r2;
 
 	for (i = 0; i <= len; i++) {
 		if (i < len && in[i] != ',' && in[i] != '\n')
 			continue;
-		r2 = acl_entry_text(r, nfs4, keep_names, in + s, i - s, out,
-				    named, t);
+		r2 = acl_entry_text(&a, in + s, i - s, out);
 		if (r2 < 0)
 			return r2;
 		res |= r2;
@@ -763,7 +833,7 @@ int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
 struct ent {
 	unsigned char hdr[TH_BLOCK];
 	unsigned char xhdr[TH_BLOCK];	/* its pax header, if any */
-	bool has_x, x_first;
+	bool has_x, own_x, x_first;
 	enum th_fmt fmt;
 	char type;
 	uint64_t size;
@@ -772,8 +842,10 @@ struct ent {
 	bool pax_id[2];
 	uint64_t id_p[2];
 	uint32_t id_new[2];
-	bool id_changed[2], need_pax[2], drop_rec[2];
+	bool id_changed[2], need_pax[2], drop_rec[2], own_rec[2];
 	unsigned int acls, caps, overrides, named;
+	/* SCHILY.xattr.system.posix_acl_access, _default records */
+	const struct pax_rec *bin_acl[2];
 	int res;
 };
 
@@ -884,9 +956,16 @@ static int pax_value(struct th_ctx *c, struct ent *e, const struct pax_rec *r,
 	} else if (key_is(r, "SCHILY.acl.access") ||
 		   key_is(r, "SCHILY.acl.default") ||
 		   key_is(r, "SCHILY.acl.ace")) {
+		const struct pax_rec *b = NULL;
+
+		if (key_is(r, "SCHILY.acl.access"))
+			b = e->bin_acl[0];
+		else if (key_is(r, "SCHILY.acl.default"))
+			b = e->bin_acl[1];
 		res = th_acl_text(c->rules, key_is(r, "SCHILY.acl.ace"),
-				  c->keep_names, r->val, r->vlen, nv, &e->named,
-				  c->tally);
+				  c->keep_names, r->val, r->vlen,
+				  b ? b->val : NULL, b ? b->vlen : 0, nv,
+				  &e->named, c->tally);
 		if (res == -ENOMEM)
 			return fail(c, ENOMEM, "out of memory");
 		if (res < 0)
@@ -918,6 +997,7 @@ static int pax_scan(struct th_ctx *c, struct ent *e, const struct pax *x)
 					    id_key[k], (int)(r->vlen > 20 ? 20 : r->vlen), r->val);
 			e->pax_id[k] = true;
 			e->id_p[k] = v;
+			e->own_rec[k] = c->pax.p[r->off] == '0';
 		}
 		if (key_is(r, "size")) {
 			if (!dec_get(r->val, r->vlen, INT64_MAX, &v))
@@ -926,6 +1006,10 @@ static int pax_scan(struct th_ctx *c, struct ent *e, const struct pax *x)
 		}
 		if (key_is(r, "path"))
 			set_path(c, r->val, r->vlen);
+		if (key_is(r, "SCHILY.xattr.system.posix_acl_access"))
+			e->bin_acl[0] = r;
+		if (key_is(r, "SCHILY.xattr.system.posix_acl_default"))
+			e->bin_acl[1] = r;
 	}
 	return 0;
 }
@@ -980,7 +1064,8 @@ static int pax_rebuild(struct th_ctx *c, struct ent *e, const struct pax *x,
 		}
 		if (ch) {
 			*changed = true;
-			err = pax_emit(&c->out, r->key, r->klen, nv.p, nv.len);
+			err = pax_emit(&c->out, r->key, r->klen, nv.p, nv.len,
+				       c->pax.p[r->off] == '0');
 		} else {
 			err = th_buf_add(&c->out, c->pax.p + r->off, r->len);
 		}
@@ -991,7 +1076,8 @@ static int pax_rebuild(struct th_ctx *c, struct ent *e, const struct pax *x,
 		if (!e->need_pax[k])
 			continue;
 		snprintf(num, sizeof(num), "%u", e->id_new[k]);
-		err = pax_emit(&c->out, id_key[k], strlen(id_key[k]), num, strlen(num));
+		err = pax_emit(&c->out, id_key[k], strlen(id_key[k]), num,
+			       strlen(num), true);
 		*changed = true;
 	}
 	if (!err && x->end < c->pax.len)
@@ -999,16 +1085,16 @@ static int pax_rebuild(struct th_ctx *c, struct ent *e, const struct pax *x,
 	th_buf_free(&nv);
 	if (err)
 		return err == -ENOMEM ? fail(c, ENOMEM, "out of memory") : err;
-	/* A header left with no records (ids that fit again) goes away. */
-	*drop = *changed && c->out.len == 0;
+	/* Our own header goes once its ids fit the entry's header again. */
+	*drop = *changed && c->out.len == 0 && e->own_x;
 	return 0;
 }
 
 /*
- * Decides the new ids and writes the header's own fields.  Writers put
- * a pax uid/gid record only when the id does not fit the header (and a
- * placeholder in the field), so that is what this keeps true: a record
- * whose new value fits goes away, one that no longer fits is added.
+ * Decides the new ids and writes the header's own fields.  An id that
+ * no longer fits gets a pax record (base-256 in GNU and v7 headers); a
+ * pax record the header field mirrors (or stands in for, all 7s) keeps
+ * the field in step; a record this code added goes once the id fits.
  */
 static void shift_ids(struct th_ctx *c, struct ent *e)
 {
@@ -1038,7 +1124,7 @@ static void shift_ids(struct th_ctx *c, struct ent *e)
 		memcpy(tmp, f, W_ID);
 		if (!(f[0] & 0x80) && oct_put(tmp, W_ID, to)) {
 			memcpy(f, tmp, W_ID);
-			e->drop_rec[k] = true;
+			e->drop_rec[k] = e->own_rec[k];
 		} else if (!id_is_placeholder(f)) {
 			id_placeholder(f);
 		}
@@ -1151,13 +1237,13 @@ static int copy_sparse_ext(struct th_ctx *c, const unsigned char *hdr)
 		ssize_t n = in_copy(c, blk, TH_BLOCK);
 
 		if (n < 0)
-			return fail(c, (int)-n, "read error");
+			return fail(c, (int)-n, "read error: %s", strerror((int)-n));
 		if (n < TH_BLOCK)
 			return fail(c, EBADMSG, "truncated sparse extension header");
 		more = blk[F_SPX_EXT] != 0;
 		err = out_write(c, blk, TH_BLOCK);
 		if (err < 0)
-			return fail(c, -err, "write error");
+			return fail(c, -err, "write error: %s", strerror(-err));
 	}
 	return 0;
 }
@@ -1226,7 +1312,7 @@ static int process_entry(struct th_ctx *c, struct ent *e)
 	err = type_has_data(e) ? in_pass(c, pad512(e->size)) : 0;
 	goto out;
 out_write:
-	err = fail(c, -err, "write error");
+	err = fail(c, -err, "write error: %s", strerror(-err));
 out:
 	pax_free(&x);
 	return err;
@@ -1250,7 +1336,7 @@ static int read_meta(struct th_ctx *c, const unsigned char *hdr,
 		return fail(c, ENOMEM, "out of memory");
 	n = in_copy(c, b->p, b->len);
 	if (n < 0)
-		return fail(c, (int)-n, "read error");
+		return fail(c, (int)-n, "read error: %s", strerror((int)-n));
 	if ((size_t)n < b->len)
 		return fail(c, EBADMSG, "truncated %c header", hdr[F_TYPE]);
 	return 0;
@@ -1309,13 +1395,13 @@ static int do_trailer(struct th_ctx *c, const unsigned char *blk)
 
 	err = out_write(c, blk, TH_BLOCK);
 	if (err)
-		return fail(c, -err, "write error");
+		return fail(c, -err, "write error: %s", strerror(-err));
 	for (;;) {
 		size_t i;
 
 		err = in_fill(c);
 		if (err)
-			return fail(c, -err, "read error");
+			return fail(c, -err, "read error: %s", strerror(-err));
 		if (c->eof)
 			break;
 		for (i = 0; i < c->chunk_len; i++)
@@ -1327,7 +1413,7 @@ static int do_trailer(struct th_ctx *c, const unsigned char *blk)
 				    TH_TRAILER_MAX);
 		err = out_write(c, c->chunk, c->chunk_len);
 		if (err)
-			return fail(c, -err, "write error");
+			return fail(c, -err, "write error: %s", strerror(-err));
 		c->in_bytes += c->chunk_len;
 		c->chunk_len = 0;
 	}
@@ -1359,7 +1445,7 @@ int th_stream(struct th_ctx *c)
 		c->entry_off = c->in_bytes;
 		n = in_copy(c, blk, TH_BLOCK);
 		if (n < 0) {
-			err = fail(c, (int)-n, "read error");
+			err = fail(c, (int)-n, "read error: %s", strerror((int)-n));
 			break;
 		}
 		if (n == 0) {
@@ -1395,6 +1481,7 @@ int th_stream(struct th_ctx *c)
 			memcpy(e->xhdr, blk, TH_BLOCK);
 			e->has_x = true;
 			e->x_first = c->meta.len == 0;
+			e->own_x = !strncmp((const char *)blk, OWN_PAX, strlen(OWN_PAX));
 			break;
 		case 'g':
 			err = do_global(c, blk);
@@ -1408,7 +1495,7 @@ int th_stream(struct th_ctx *c)
 		case 'V':
 			/* A volume label: no owner, copied as it is. */
 			err = out_write(c, blk, TH_BLOCK);
-			err = err ? fail(c, -err, "write error") : 0;
+			err = err ? fail(c, -err, "write error: %s", strerror(-err)) : 0;
 			if (!err && th_num_get(blk + F_SIZE, W_SIZE, &size) < 0)
 				err = fail(c, EBADMSG, "bad size field");
 			err = err ?: in_pass(c, pad512(size));

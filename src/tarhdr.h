@@ -100,10 +100,14 @@ void th_buf_free(struct th_buf *b);
  * Rewrites a text ACL (SCHILY.acl.access/default, "tag:name:perms[:id]"
  * entries separated by ',' or '\n') or an NFSv4 one (SCHILY.acl.ace,
  * "tag:name:perms:flags:type[:id]").  Returns SI_* bits or -EBADMSG.
- * *named counts name-only entries left as they are.
+ * An entry naming a user or group without a number takes its id from
+ * the matching entry of bin, the binary ACL stored beside it (may be
+ * NULL); when there is none it is left by name and counted in *named.
+ * Shifted entries get the new number in place of the name unless
+ * keep_names.
  */
 int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
-		const char *in, size_t len, struct th_buf *out,
-		unsigned int *named, struct si_tally *t);
+		const char *in, size_t len, const void *bin, size_t binlen,
+		struct th_buf *out, unsigned int *named, struct si_tally *t);
 
 #endif /* SHIFTIMG_TARHDR_H */
