@@ -434,6 +434,28 @@ int si_unmapped_refuse(struct shiftimg *h, const char *target)
 			t->nr_examples > 1 ? t->examples[1] : "");
 }
 
+int si_privileged_refuse(struct shiftimg *h, const char *target)
+{
+	const struct si_tally *t = &h->tally;
+	char ex[768];
+	size_t len = 0;
+	unsigned int i;
+
+	ex[0] = '\0';
+	for (i = 0; i < t->nr_priv && len < sizeof(ex); i++)
+		len += (size_t)snprintf(ex + len, sizeof(ex) - len, "%s%s",
+					i ? ", " : "", t->priv[i]);
+	return si_error(h, EPERM,
+			"%s: %llu objects would grant real root after the shift (setuid or setgid root, or root file capabilities), e.g. %s; nothing was changed (see --allow-privileged)",
+			target, (unsigned long long)t->privileged, ex);
+}
+
+bool si_check_privileged(const struct shiftimg *h)
+{
+	return !(h->flags & SHIFTIMG_ALLOW_PRIVILEGED) &&
+	       si_rules_make_root(&h->rules);
+}
+
 /* ---- the driver ---- */
 
 static void build_rules(struct shiftimg *h)
@@ -520,17 +542,29 @@ static int drive(struct shiftimg *h, const struct si_backend *b,
 {
 	int err;
 
-	if (h->flags & SHIFTIMG_DRY_RUN)
-		return b->shift(h, t, SI_PASS_CHECK);
-	if (h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL &&
-	    !(b->flags & SI_BACKEND_ATOMIC)) {
+	if (h->flags & SHIFTIMG_DRY_RUN) {
+		err = b->shift(h, t, SI_PASS_CHECK);
+		if (!err && h->tally.privileged && si_check_privileged(h))
+			err = si_privileged_refuse(h, t->path);
+		return err;
+	}
+	/* A backend that is not atomic is checked before it is changed. */
+	if ((h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL ||
+	     si_check_privileged(h)) && !(b->flags & SI_BACKEND_ATOMIC)) {
 		err = b->shift(h, t, SI_PASS_CHECK);
 		if (err)
 			return err;
-		if (h->tally.st.unmapped)
+		if (h->tally.privileged && si_check_privileged(h))
+			return si_privileged_refuse(h, t->path);
+		if (h->tally.st.unmapped &&
+		    h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL)
 			return si_unmapped_refuse(h, t->path);
 		si_tally_free(&h->tally);
 	}
+	/*
+	 * An atomic backend decides both in its one pass, before it puts
+	 * its copy in place (si_check_privileged(), si_privileged_refuse()).
+	 */
 	return b->shift(h, t, SI_PASS_APPLY);
 }
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rules.h"
 
@@ -271,6 +272,85 @@ int si_override_stat(const struct si_rules *r, const void *in, size_t len,
 	memcpy(out, ids, (size_t)n);
 	*outlen = (size_t)n + tail;
 	return res;
+}
+
+/* ---- privilege ---- */
+
+bool si_rules_make_root(const struct si_rules *r)
+{
+	unsigned int k, i;
+
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < r->map[k].nr; i++) {
+			const struct si_extent *e = &r->map[k].ext[i];
+
+			/* Some first+j with first+j != 0 lands on target+j == 0. */
+			if (e->target == 0 && e->first != 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The kernel's exec rules (fs/exec.c, bprm_fill_uid): setuid takes
+ * effect on any executable regular file, setgid only with group
+ * execute (without it the bit means mandatory locking).
+ */
+int si_grants_root(mode_t mode, uint32_t uid, uint32_t gid, uint32_t new_uid,
+		   uint32_t new_gid)
+{
+	int bits = 0;
+
+	if (!S_ISREG(mode) || !(mode & 0111))
+		return 0;
+	if ((mode & S_ISUID) && new_uid == 0 && uid != 0)
+		bits |= SI_PRIV_SETUID;
+	if ((mode & S_ISGID) && (mode & S_IXGRP) && new_gid == 0 && gid != 0)
+		bits |= SI_PRIV_SETGID;
+	return bits;
+}
+
+/* The user whose root the value names: v3's rootid, else the fs's root. */
+static bool cap_rootid(const unsigned char *p, size_t len, uint32_t *rootid)
+{
+	uint32_t rev;
+
+	if (len < 4)
+		return false;
+	rev = get32(p) & CAP_REV_MASK;
+	if ((rev == CAP_REV1 && len == CAP_SZ1) ||
+	    (rev == CAP_REV2 && len == CAP_SZ2)) {
+		*rootid = 0;
+		return true;
+	}
+	if (rev == CAP_REV3 && len == CAP_SZ3) {
+		*rootid = get32(p + 20);
+		return true;
+	}
+	return false;
+}
+
+int si_cap_grants_root(const void *in, size_t inlen, const void *out,
+		       size_t outlen)
+{
+	uint32_t before, after;
+
+	if (!cap_rootid(in, inlen, &before) || !cap_rootid(out, outlen, &after))
+		return 0;
+	return before != 0 && after == 0 ? SI_PRIV_CAP : 0;
+}
+
+const char *si_priv_name(int bits)
+{
+	static const char *const names[8] = {
+		"", "setuid root", "setgid root", "setuid and setgid root",
+		"root capabilities", "setuid root, root capabilities",
+		"setgid root, root capabilities",
+		"setuid and setgid root, root capabilities",
+	};
+
+	return names[bits & 7];
 }
 
 /* ---- dispatch by xattr name ---- */

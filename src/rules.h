@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shiftimg.h"
 
@@ -62,6 +63,9 @@ struct si_tally {
 	struct si_tally_id ids[SI_TALLY_IDS];
 	unsigned int nr_examples;
 	char *examples[SI_TALLY_EXAMPLES];
+	uint64_t privileged;	/* objects the shift would make grant root */
+	unsigned int nr_priv;
+	char *priv[SI_TALLY_EXAMPLES];	/* the smallest of their paths */
 	bool pending;		/* an id of the current object was unmapped */
 };
 
@@ -131,6 +135,36 @@ int si_xattr(const struct si_rules *r, const char *name, const void *in,
 	     size_t len, void *out, size_t *outlen, struct si_tally *t);
 #define SI_XATTR_OUT(len) ((len) + SI_CAP_MAX)
 
+/* ---- privilege (rules.c) ---- */
+
+/*
+ * Unshifting (--reverse, or any map sending a non-root id to 0) turns
+ * a container's files into real root's.  These say when a shift would
+ * hand out root that the object did not grant before, so that the run
+ * can refuse unless SHIFTIMG_ALLOW_PRIVILEGED.
+ */
+#define SI_PRIV_SETUID	(1 << 0)	/* setuid executable, owner becomes 0 */
+#define SI_PRIV_SETGID	(1 << 1)	/* setgid executable, group becomes 0 */
+#define SI_PRIV_CAP	(1 << 2)	/* file capability whose root becomes 0 */
+
+/* True if either map sends a non-zero id to 0: only then can root appear. */
+bool si_rules_make_root(const struct si_rules *r);
+/*
+ * SI_PRIV_SETUID/SETGID bits for an object of this mode (type included)
+ * whose ids go from uid:gid to new_uid:new_gid; 0 if it grants nothing new.
+ */
+int si_grants_root(mode_t mode, uint32_t uid, uint32_t gid, uint32_t new_uid,
+		   uint32_t new_gid);
+/*
+ * SI_PRIV_CAP if the security.capability value in (as read) grants a
+ * non-root user's capabilities and out (as si_cap() made it) grants real
+ * root's: v1/v2, or v3 with rootid 0.  0 otherwise or if in is malformed.
+ */
+int si_cap_grants_root(const void *in, size_t inlen, const void *out,
+		       size_t outlen);
+/* "setuid root", "setgid root, root capability", ... for messages. */
+const char *si_priv_name(int bits);
+
 /* ---- tallies (tally.c) ---- */
 
 void si_tally_init(struct si_tally *t);
@@ -142,6 +176,8 @@ void si_tally_id(struct si_tally *t, enum si_kind kind, uint32_t id);
  * and keeps path as an example.  Backends call it once per object.
  */
 void si_tally_object(struct si_tally *t, const char *path);
+/* Counts an object that would grant root and keeps path as an example. */
+void si_tally_privileged(struct si_tally *t, const char *path);
 /* Adds src into dst (for per-thread tallies). */
 void si_tally_merge(struct si_tally *dst, const struct si_tally *src);
 

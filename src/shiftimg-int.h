@@ -54,6 +54,15 @@ bool si_has_error(const struct shiftimg *h);
  */
 int si_unmapped_refuse(struct shiftimg *h, const char *target);
 
+/*
+ * Refuses a run whose tally counts objects that would grant root after
+ * the shift (setuid/setgid root, root capabilities): how many, a few
+ * example paths, and --allow-privileged.
+ */
+int si_privileged_refuse(struct shiftimg *h, const char *target);
+/* True if the run must look for such objects before changing anything. */
+bool si_check_privileged(const struct shiftimg *h);
+
 /* The value of an option, or NULL. */
 const char *si_option(const struct shiftimg *h, const char *key);
 

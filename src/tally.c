@@ -19,6 +19,8 @@ void si_tally_free(struct si_tally *t)
 
 	for (i = 0; i < t->nr_examples; i++)
 		free(t->examples[i]);
+	for (i = 0; i < t->nr_priv; i++)
+		free(t->priv[i]);
 	si_tally_init(t);
 }
 
@@ -55,14 +57,14 @@ void si_tally_id(struct si_tally *t, enum si_kind kind, uint32_t id)
  * Keeps the SI_TALLY_EXAMPLES smallest paths, in order: whatever order
  * a parallel walk met them in, the report is the same.
  */
-static void tally_example(struct si_tally *t, const char *path)
+static void keep_example(char **ex, unsigned int *nr, const char *path)
 {
-	unsigned int i, n = t->nr_examples;
+	unsigned int i, n = *nr;
 	char *copy;
 
 	if (!path)
 		return;
-	for (i = n; i > 0 && strcmp(t->examples[i - 1], path) > 0; i--)
+	for (i = n; i > 0 && strcmp(ex[i - 1], path) > 0; i--)
 		;
 	if (i == SI_TALLY_EXAMPLES)
 		return;
@@ -70,11 +72,15 @@ static void tally_example(struct si_tally *t, const char *path)
 	if (!copy)
 		return;
 	if (n == SI_TALLY_EXAMPLES)
-		free(t->examples[--n]);
-	memmove(&t->examples[i + 1], &t->examples[i],
-		(n - i) * sizeof(t->examples[0]));
-	t->examples[i] = copy;
-	t->nr_examples = n + 1;
+		free(ex[--n]);
+	memmove(&ex[i + 1], &ex[i], (n - i) * sizeof(ex[0]));
+	ex[i] = copy;
+	*nr = n + 1;
+}
+
+static void tally_example(struct si_tally *t, const char *path)
+{
+	keep_example(t->examples, &t->nr_examples, path);
 }
 
 void si_tally_object(struct si_tally *t, const char *path)
@@ -84,6 +90,12 @@ void si_tally_object(struct si_tally *t, const char *path)
 	t->pending = false;
 	t->st.unmapped++;
 	tally_example(t, path);
+}
+
+void si_tally_privileged(struct si_tally *t, const char *path)
+{
+	t->privileged++;
+	keep_example(t->priv, &t->nr_priv, path);
 }
 
 void si_tally_merge(struct si_tally *dst, const struct si_tally *src)
@@ -108,4 +120,7 @@ void si_tally_merge(struct si_tally *dst, const struct si_tally *src)
 	dst->more_ids += src->more_ids;
 	for (i = 0; i < src->nr_examples; i++)
 		tally_example(dst, src->examples[i]);
+	dst->privileged += src->privileged;
+	for (i = 0; i < src->nr_priv; i++)
+		keep_example(dst->priv, &dst->nr_priv, src->priv[i]);
 }
