@@ -97,6 +97,7 @@ struct worker {
 	size_t len, cap;
 	int cwd;			/* the directory this thread has fchdir'ed to */
 	struct si_xa *xa;		/* XA_MAX value buffers, reused */
+	uint64_t reported;		/* objects already added to w->visited */
 };
 
 /* ---- paths, for messages only ---- */
@@ -406,7 +407,6 @@ static int visit(struct worker *k, struct si_obj *o)
 	struct walk *w = k->w;
 	int res, err;
 
-	w->visited++;
 	k->t.st.objects++;
 	res = si_shift_id(w->r, SI_KUID, o->sx.stx_uid, &o->uid, &k->t);
 	res |= si_shift_id(w->r, SI_KGID, o->sx.stx_gid, &o->gid, &k->t);
@@ -569,12 +569,14 @@ static int visit_entry(struct worker *k, int dirfd, const char *name,
 	return 0;
 }
 
+/* Every 4096 objects a worker adds them to the shared count and reports. */
 static void progress(struct worker *k)
 {
-	uint64_t n = k->w->visited;
-
-	if ((n & 0xfff) == 0)
-		si_progress(k->w->h, n, k->w->total);
+	if (k->t.st.objects - k->reported < 4096)
+		return;
+	k->w->visited += k->t.st.objects - k->reported;
+	k->reported = k->t.st.objects;
+	si_progress(k->w->h, k->w->visited, k->w->total);
 }
 
 /* Walks the entries of an opened directory; closes fd. */

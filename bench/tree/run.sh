@@ -63,51 +63,63 @@ restore() { "$S" -q --reverse --map $MAP "$1" >/dev/null; }
 printf '#!/bin/sh\nexec fuidshift "$1" b:%s\n' "$MAP" >"$B/fuidshift-wrap"
 chmod +x "$B/fuidshift-wrap"
 
-bench_tool() {	# tree cmd...: the median of RUNS timed forward shifts
-	tree=$1
-	shift
-	for i in $(seq "$RUNS"); do
-		sync
-		secs "$@" "$tree"
-		restore "$tree"
-	done | median
+# fresh TREE: puts the pristine copy back (after tools that damage it).
+fresh() {
+	rm -rf "$1"
+	cp -a "$1.pristine" "$1"
+	sync
 }
 
 # Entries whose listing differs from the original seen through an
-# idmapped mount.
+# idmapped mount, after CMD... TREE.
 mismatches() {	# tree cmd...
 	tree=$1
 	shift
-	cp -a "$tree" "$tree.orig"
 	"$@" "$tree" >/dev/null 2>&1 || true
-	"$build/tests/tools/idmount" -r --map $MAP "$tree.orig" "$B/view"
+	"$build/tests/tools/idmount" -r --map $MAP "$tree.pristine" "$B/view"
 	"$build/tests/tools/lsid" --no-times --no-override-stat "$B/view" >"$B/want"
 	umount "$B/view"
 	"$build/tests/tools/lsid" --no-times --no-override-stat "$tree" >"$B/got"
-	rm -rf "$tree"
-	mv "$tree.orig" "$tree"
+	fresh "$tree"
 	diff "$B/want" "$B/got" | grep -c '^>' || true
 }
 
-floor() {	# threads tree
-	cp -a "$2" "$2.floor"
-	sync
-	t=$(secs "$B/floor" "$1" 100000 "$2.floor")
-	rm -rf "$2.floor"
-	echo "$t"
+# One timed run of each tool per round, RUNS rounds, so that the noise
+# of a shared machine falls on all of them alike; medians are printed.
+rounds() {	# tree
+	tree=$1
+	: >"$B/times"
+	for r in $(seq "$RUNS"); do
+		sync
+		echo "shiftimg $(secs "$S" -q --map $MAP "$tree")" >>"$B/times"
+		restore "$tree"
+		sync
+		echo "keep $(secs "$S" -q --unmapped=keep --map $MAP "$tree")" >>"$B/times"
+		restore "$tree"
+		sync
+		echo "j1 $(secs "$S" -q -j1 --unmapped=keep --map $MAP "$tree")" >>"$B/times"
+		restore "$tree"
+		sync
+		echo "fuidshift $(secs "$B/fuidshift-wrap" "$tree")" >>"$B/times"
+		fresh "$tree"	# fuidshift's result does not reverse cleanly
+		# The floor drops capabilities and setuid bits: fresh copy after.
+		echo "floor1 $(secs "$B/floor" 1 100000 "$tree")" >>"$B/times"
+		fresh "$tree"
+		echo "floor2 $(secs "$B/floor" 2 100000 "$tree")" >>"$B/times"
+		fresh "$tree"
+	done
 }
+med() { awk -v k="$1" '$1 == k {print $2}' "$B/times" | median; }
 
 report() {	# tree label
 	tree=$B/mnt/$1
+	cp -a "$tree" "$tree.pristine"
 	n=$(find "$tree" | wc -l)
 	echo
-	echo "== $2: $n objects"
-	f1=$(floor 1 "$tree")
-	f2=$(floor 2 "$tree")
-	fu=$(bench_tool "$tree" "$B/fuidshift-wrap")
-	si=$(bench_tool "$tree" "$S" -q --map $MAP)
-	sk=$(bench_tool "$tree" "$S" -q --unmapped=keep --map $MAP)
-	s1=$(bench_tool "$tree" "$S" -q -j1 --unmapped=keep --map $MAP)
+	echo "== $2: $n objects, median of $RUNS rounds"
+	rounds "$tree"
+	f1=$(med floor1) f2=$(med floor2) fu=$(med fuidshift)
+	si=$(med shiftimg) sk=$(med keep) s1=$(med j1)
 	mem=$(peak_kb "$S" -q --map $MAP "$tree"); restore "$tree"
 	mf=$(mismatches "$tree" "$B/fuidshift-wrap")
 	ms=$(mismatches "$tree" "$S" -q --map $MAP)
@@ -123,6 +135,7 @@ report() {	# tree label
 	}'
 	echo "shiftimg peak memory: $mem KB"
 	echo "entries differing from the kernel's idmapped view: fuidshift $mf, shiftimg $ms"
+	rm -rf "$tree.pristine"
 }
 
 report t200k "200k-file tree"
