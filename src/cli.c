@@ -26,8 +26,8 @@ static void usage(FILE *out)
 "usage: %s [-nqrv] [-m map] [-u map] [-g map] [--uid-map-file file]\n"
 "       [--gid-map-file file] [--subid user] [--unmapped=fail|keep|overflow]\n"
 "       [--cross-mounts] [-o output] [--offset bytes] [--names=clear|keep]\n"
-"       [--level n] [--journal file] [--force] [-j threads] [--json]\n"
-"       target ...\n", progname);
+"       [--level n] [--journal file] [--force] [--allow-privileged]\n"
+"       [-j threads] [--json] target ...\n", progname);
 }
 
 static void die(int code, const char *fmt, ...)
