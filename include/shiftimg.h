@@ -116,6 +116,13 @@ const struct shiftimg_stats *shiftimg_stats(const struct shiftimg *h);
  */
 int shiftimg_unmapped_id(const struct shiftimg *h, unsigned int i,
 			 unsigned int *kind, uint32_t *id, uint64_t *count);
+/*
+ * Digests of the last tar run, "sha256:<hex>": which is "output" (the
+ * file written) or "diff_id" (the uncompressed tar, an OCI layer's
+ * diff_id).  Computed in the same pass when the option "json" or
+ * "digest" is set; NULL otherwise.
+ */
+const char *shiftimg_digest(const struct shiftimg *h, const char *which);
 /* Writes the unmapped-id report of the last run (ids, counts, examples). */
 void shiftimg_unmapped_report(const struct shiftimg *h, FILE *out);
 
