@@ -82,12 +82,6 @@ static void digest_store(const struct shiftimg *h, const char *output,
 	pthread_mutex_unlock(&digest_lock);
 }
 
-/*
- * "output": sha256 of the file written; "diff_id": sha256 of the
- * uncompressed tar (an OCI layer's diff_id).  NULL if the last run was
- * not a tar run that computed them (option "json" or "digest").
- */
-const char *shiftimg_digest(const struct shiftimg *h, const char *which);
 const char *shiftimg_digest(const struct shiftimg *h, const char *which)
 {
 	struct digest_slot *d;
@@ -451,7 +445,7 @@ static int open_input(struct run *r, int fd)
 	return si_error(r->h, ENOTSUP, "%s: %s compression is not supported",
 			r->path, archive_filter_name(r->in, 0));
 out_err:
-	return si_error(r->h, EBADMSG, "%s: %s", r->path,
+	return si_error(r->h, EBADMSG, "%s: header at offset 0: %s", r->path,
 			archive_error_string(r->in) ?: "cannot read");
 }
 
@@ -583,13 +577,15 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 			return err;
 	}
 	err = th_stream(&r->th);
-	if (err == -EIO && archive_errno(r->in) && r->th.err[0])
+	if (err == -EIO && archive_error_string(r->in) && r->th.err[0])
 		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err,
 				archive_error_string(r->in) ?: "read error");
+	if (err == -EOVERFLOW && r->th.unmapped && out_fd == STDOUT_FILENO)
+		return si_error(r->h, ERANGE,
+				"%s: %llu entries hold ids the map does not cover; the output stops before the first of them (see --unmapped)",
+				r->path, (unsigned long long)r->h->tally.st.unmapped);
 	if (err == -EOVERFLOW && r->th.unmapped)
-		return si_error(r->h, EOVERFLOW,
-				"%s: unmapped ids (--unmapped=fail): nothing written",
-				r->path);
+		return si_unmapped_refuse(r->h, r->path);
 	if (err)
 		return si_error(r->h, -err, "%s: %s", r->path, r->th.err);
 	if (out_fd >= 0) {
@@ -685,6 +681,7 @@ static int tar_shift(struct shiftimg *h, const struct si_target *t,
 	int in_fd = t->fd < 0 ? STDIN_FILENO : t->fd;
 	int err;
 
+	digest_store(h, "", "");	/* no stale digests from an earlier run */
 	if (t->fd >= 0) {
 		lseek(t->fd, 0, SEEK_SET);
 		r.in_total = (uint64_t)t->st.st_size;
@@ -719,7 +716,28 @@ static la_ssize_t probe_read(struct archive *a, void *arg, const void **p)
 	return n;
 }
 
-/* Is the first block (after any decompression) a tar header? */
+/* Starts with the magic of a compression the backend handles? */
+static bool compressed_magic(int fd)
+{
+	static const struct { const char *m; size_t n; } magic[] = {
+		{ "\x1f\x8b", 2 }, { "BZh", 3 }, { "\xfd" "7zXZ\0", 6 },
+		{ "\x28\xb5\x2f\xfd", 4 }, { "\x04\x22\x4d\x18", 4 },
+	};
+	unsigned char b[6];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+	size_t i;
+
+	for (i = 0; n > 0 && i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((size_t)n >= magic[i].n && !memcmp(b, magic[i].m, magic[i].n))
+			return true;
+	return false;
+}
+
+/*
+ * Is the first block (after any decompression) a tar header?  A
+ * compressed file that cannot be read that far is ours too, so that
+ * the error says what is wrong with it.
+ */
 static bool tar_probe(const struct si_target *t)
 {
 	struct probe_src *s;
@@ -741,9 +759,13 @@ static bool tar_probe(const struct si_target *t)
 	archive_read_support_filter_all(a);
 	archive_read_support_format_raw(a);
 	if (archive_read_open(a, s, NULL, probe_read, NULL) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK)
+	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
+		ok = compressed_magic(t->fd);
 		goto out;
+	}
 	n = archive_read_data(a, blk, sizeof(blk));
+	if (n < 0)
+		ok = compressed_magic(t->fd);
 	if (n == TH_BLOCK) {
 		size_t i;
 		bool zero = true;
