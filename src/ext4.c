@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <et/com_err.h>
+#include <pthread.h>
 
 #include "ext4.h"
 
@@ -1129,9 +1130,15 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 	return err;
 }
 
+static void init_errors(void)
+{
+	initialize_ext2_error_table();
+}
+
 static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 		    enum si_pass pass)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct e4_ctx c = {
 		.h = h, .name = t->path, .apply = pass == SI_PASS_APPLY,
 		.listing = h->list_fn != NULL || (h->flags & SHIFTIMG_DRY_RUN),
@@ -1141,6 +1148,8 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	errcode_t cerr;
 	int err;
 
+	/* libext2fs's messages come from com_err, once its table is known. */
+	pthread_once(&once, init_errors);
 	err = open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
 	if (err)
 		return err;
