@@ -30,6 +30,7 @@
 #define IN_BLOCK	(1u << 20)	/* libarchive read size */
 #define OUT_BUF		(1u << 20)	/* write(2) size */
 #define PIPE_BUFS	4		/* buffers queued to a compressor thread */
+#define PIPE_BUF_SIZE	(256u << 10)
 #define PROGRESS_STEP	(64ull << 20)
 
 static const char *const tar_options[] = {
@@ -132,14 +133,14 @@ struct fdout {
 	int err;
 };
 
-static int fdout_flush(struct fdout *o)
+static int fdout_put(struct fdout *o, const unsigned char *p, size_t len)
 {
 	size_t done = 0;
 
-	if (o->md && o->len)
-		EVP_DigestUpdate(o->md, o->buf, o->len);
-	while (done < o->len) {
-		ssize_t n = write(o->fd, o->buf + done, o->len - done);
+	if (o->md && len)
+		EVP_DigestUpdate(o->md, p, len);
+	while (done < len) {
+		ssize_t n = write(o->fd, p + done, len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -147,9 +148,16 @@ static int fdout_flush(struct fdout *o)
 			return o->err = -errno;
 		done += (size_t)n;
 	}
-	o->bytes += o->len;
-	o->len = 0;
+	o->bytes += len;
 	return 0;
+}
+
+static int fdout_flush(struct fdout *o)
+{
+	int err = fdout_put(o, o->buf, o->len);
+
+	o->len = 0;
+	return err;
 }
 
 static int fdout_write(void *arg, const void *p, size_t len)
@@ -157,6 +165,9 @@ static int fdout_write(void *arg, const void *p, size_t len)
 	struct fdout *o = arg;
 	const unsigned char *b = p;
 
+	/* File data comes in large pieces: no need to copy those. */
+	if (!o->len && len >= OUT_BUF / 4)
+		return fdout_put(o, b, len);
 	while (len && !o->err) {
 		size_t k = OUT_BUF - o->len < len ? OUT_BUF - o->len : len;
 
@@ -252,13 +263,13 @@ static int apipe_write(void *arg, const void *data, size_t len)
 	const unsigned char *b = data;
 
 	while (len) {
-		size_t room = OUT_BUF - p->len[p->cur], k = room < len ? room : len;
+		size_t room = PIPE_BUF_SIZE - p->len[p->cur], k = room < len ? room : len;
 
 		memcpy(p->buf[p->cur] + p->len[p->cur], b, k);
 		p->len[p->cur] += k;
 		b += k;
 		len -= k;
-		if (p->len[p->cur] == OUT_BUF && apipe_push(p) < 0)
+		if (p->len[p->cur] == PIPE_BUF_SIZE && apipe_push(p) < 0)
 			return p->err;
 	}
 	return p->err;
@@ -314,7 +325,7 @@ static int apipe_open(struct apipe *p, int code, int level, struct fdout *o)
 	pthread_cond_init(&p->cond, NULL);
 	p->out = o;
 	for (i = 0; i <= PIPE_BUFS; i++)
-		if (!(p->buf[i] = malloc(OUT_BUF)))
+		if (!(p->buf[i] = malloc(PIPE_BUF_SIZE)))
 			return -ENOMEM;
 	p->w = archive_write_new();
 	if (!p->w)

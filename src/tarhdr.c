@@ -870,7 +870,9 @@ static void set_path(struct th_ctx *c, const void *p, size_t n)
 static void hdr_path(struct th_ctx *c, const unsigned char *h)
 {
 	char full[260];
-	size_t pl = strnlen((const char *)h + F_PREFIX, 155);
+	/* star keeps atime and ctime after a 131-byte prefix, "tar" at 508 */
+	bool star = !memcmp(h + 508, "tar\0", 4);
+	size_t pl = strnlen((const char *)h + F_PREFIX, star ? 131 : 155);
 	size_t nl = strnlen((const char *)h, 100);
 
 	if (hdr_fmt(h) == FMT_USTAR && pl && h[F_PREFIX] != '\0') {

@@ -73,7 +73,8 @@ chown 1000:1000 var/sparse
 echo os > var/override
 setfattr -n user.containers.override_stat -v 1000:1000:0100644 var/override
 : > var/.wh.removed
-chown 1000:1000 var/.wh.removed
+: > var/.wh..wh..opq
+chown 1000:1000 var/.wh.removed var/.wh..wh..opq
 
 # fixed times, so that archives of two copies of the tree are equal
 find . -exec touch -h -d '2024-01-02 03:04:05' {} +

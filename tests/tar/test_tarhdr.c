@@ -431,6 +431,35 @@ static void test_gnu_sparse(void **state)
 	th_buf_free(&m.out);
 }
 
+/* star: a shorter prefix, then atime and ctime; only ids change. */
+static void test_star(void **state)
+{
+	struct arc a = { .len = 0 };
+	unsigned char *h;
+	struct mem m;
+	size_t i;
+
+	set_map(100000);
+	h = blk(&a);
+	hdr(h, "name", '0', 5, 6, 0, USTAR);
+	memset(h + 345, 'p', 131);
+	oct(h + 476, 12, 1700000001);
+	oct(h + 488, 12, 1700000002);
+	memcpy(h + 508, "tar", 4);
+	cksum(h);
+	end(&a);
+	assert_int_equal(run(&m, a.b, a.len, NULL), 0);
+	assert_int_equal(m.out.len, a.len);
+	assert_int_equal(field(m.out.p + 108, 8), 100005);
+	assert_int_equal(field(m.out.p + 116, 8), 100006);
+	assert_true(th_cksum_ok(m.out.p));
+	for (i = 0; i < a.len; i++)
+		if ((i < 108 || i >= 124) && (i < 148 || i >= 156) &&
+		    (i < 265 || i >= 329))
+			assert_int_equal(m.out.p[i], a.b[i]);
+	th_buf_free(&m.out);
+}
+
 /* ---- bad input ---- */
 
 static void expect_bad(const struct arc *a, const char *what)
@@ -579,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_pax_records),
 		cmocka_unit_test(test_acl_text),
 		cmocka_unit_test(test_gnu_sparse),
+		cmocka_unit_test(test_star),
 		cmocka_unit_test(test_bad_checksum),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_bad_pax),
