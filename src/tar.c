@@ -7,9 +7,42 @@
  * same way: gzip by gzpar.c on all cores, the other filters by
  * libarchive on a thread of their own so that reading and compressing
  * overlap.  The output goes to a temporary file in the target's
- * directory, renamed into place only when the whole stream succeeded,
- * so apply is atomic.  On "-" (stdin to stdout) a failure leaves the
- * output incomplete and the exit status non-zero.
+ * directory, fsynced and renamed into place only when the whole stream
+ * succeeded, so apply is atomic and decides --unmapped=fail itself.
+ *
+ * What users see (for the manual):
+ * - Compression: none, gzip, bzip2, xz, zstd, lz4, detected and kept.
+ *   Levels are the tools' defaults (gzip 6, bzip2 9, xz 6, zstd 3,
+ *   lz4 1); option "level" overrides.  Output depends only on the input
+ *   and the options: gzip has mtime 0, no name, OS 3 (Unix), and is one
+ *   member whatever the thread count.  Multi-member gzip (eStargz) and
+ *   zstd:chunked come out as plain single streams: their tables of
+ *   contents would no longer match anyway.
+ * - Names: by default uname/gname are cleared on every entry whose
+ *   uid/gid changes, so that a plain "tar -x" as root, which resolves
+ *   names first, restores the shifted numeric ids; option names=keep
+ *   keeps them.  In text ACLs (SCHILY.acl.*) a shifted entry's name is
+ *   likewise replaced by its new number.  A name-only entry (GNU tar
+ *   writes "user:alice:rwx") takes its id from the binary ACL GNU tar
+ *   stores beside it; with no binary ACL it stays a name (listed as
+ *   "acl-names-kept"): only the extracting host can resolve it.
+ * - Ids that outgrow their octal field: base-256 in GNU and v7
+ *   headers, a pax uid/gid record in ustar/pax ones (a pax header is
+ *   inserted when the entry had none).  A later shift that brings the
+ *   id back removes what it added, so shift + --reverse (with
+ *   names=keep) gives the original bytes.
+ * - The ids in the headers of pax (x, g) and GNU long-name (L, K)
+ *   blocks themselves are left alone: they own nothing.
+ * - Limits: a pax or long-name header may hold at most 1 MiB; after the
+ *   end-of-archive blocks at most 1 MiB of zeros (anything else there
+ *   is refused).  No entry is held in memory: peak RSS stays at a few
+ *   MB whatever the archive.
+ * - "-" reads standard input and writes standard output.  A failure
+ *   there (bad input, --unmapped=fail) leaves the output cut short and
+ *   the exit status non-zero: a pipeline must not use it.
+ * - Options "json" or "digest": the sha256 of the file written and of
+ *   the uncompressed tar (the OCI diff_id), from the same pass, through
+ *   shiftimg_digest().
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -512,9 +545,11 @@ static int open_output(struct run *r, int fd)
 	if (!r->out.buf)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	if (r->digest) {
-		r->out.md = digest_new();
+		/* Uncompressed, the file is the tar: one digest serves both. */
+		if (r->code != ARCHIVE_FILTER_NONE)
+			r->out.md = digest_new();
 		r->md_tar = digest_new();
-		if (!r->out.md || !r->md_tar)
+		if ((!r->out.md && r->code != ARCHIVE_FILTER_NONE) || !r->md_tar)
 			return si_error(r->h, ENOMEM, "%s: no sha256", r->path);
 	}
 	if (r->code == ARCHIVE_FILTER_GZIP) {
@@ -607,8 +642,11 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 	if (r->digest) {
 		char o[DIGEST_LEN], d[DIGEST_LEN];
 
-		digest_hex(r->out.md, o);
 		digest_hex(r->md_tar, d);
+		if (r->out.md)
+			digest_hex(r->out.md, o);
+		else
+			strcpy(o, d);
 		digest_store(r->h, o, d);
 	}
 	return 0;
