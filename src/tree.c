@@ -146,10 +146,11 @@ static void obj_error(struct worker *k, int err, const char *what)
  * the thread's working directory (fchdir'ed to the parent), since there
  * is no llistxattrat().  Returns the length, 0 if none, or -errno.
  */
-static ssize_t list_xattrs(struct worker *k, struct si_obj *o, char **buf,
-			   size_t *cap)
+static ssize_t list_xattrs(struct si_obj *o, char **buf, size_t *cap,
+			   char **heap)
 {
 	ssize_t n;
+	char *p;
 
 	for (;;) {
 		n = o->fd >= 0 ? flistxattr(o->fd, *buf, *cap) :
@@ -160,15 +161,15 @@ static ssize_t list_xattrs(struct worker *k, struct si_obj *o, char **buf,
 			return 0;
 		if (errno != ERANGE)
 			return -errno;
+		/* Longer than the caller's buffer: size it, on the heap. */
 		n = o->fd >= 0 ? flistxattr(o->fd, NULL, 0) :
 				 llistxattr(o->name, NULL, 0);
 		if (n < 0)
 			return -errno;
-		char *p = realloc(*buf, (size_t)n + 1);
-
+		p = realloc(*heap, (size_t)n + 1);
 		if (!p)
 			return -ENOMEM;
-		*buf = p;
+		*heap = *buf = p;
 		*cap = (size_t)n + 1;
 	}
 }
@@ -190,11 +191,8 @@ static int read_xattrs(struct worker *k, struct si_obj *o)
 	ssize_t len, off;
 	int err = 0;
 
-	len = list_xattrs(k, o, &names, &cap);
-	if (names != stackbuf)
-		heap = names;
+	len = list_xattrs(o, &names, &cap, &heap);
 	if (len < 0) {
-		/* list_xattrs reallocs only a heap buffer; start over on the heap. */
 		err = (int)len;
 		goto out_free;
 	}
@@ -247,13 +245,17 @@ static int enter_parent(struct worker *k, int dirfd)
 
 /* ---- one object ---- */
 
-static bool seen_link(struct walk *w, const struct statx *sx)
+/* 1 if another name of this inode was visited already, 0 if not, -ENOMEM. */
+static int seen_link(struct walk *w, const struct statx *sx)
 {
+	int ret;
+
 	if (S_ISDIR(sx->stx_mode) || sx->stx_nlink < 2)
-		return false;
-	return si_inoset_add(&w->links,
-			     ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor,
-			     sx->stx_ino) == 0;
+		return 0;
+	ret = si_inoset_add(&w->links,
+			    ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor,
+			    sx->stx_ino);
+	return ret < 0 ? ret : !ret;
 }
 
 static void describe(struct worker *k, const struct si_obj *o)
@@ -559,8 +561,12 @@ static int visit_entry(struct worker *k, int dirfd, const char *name,
 		k->t.st.skipped_mounts++;	/* a file bind-mounted here */
 		return 0;
 	}
-	if (seen_link(w, &o.sx)) {
-		k->t.st.hardlinks++;
+	err = seen_link(w, &o.sx);
+	if (err) {
+		if (err < 0)
+			obj_error(k, -err, "cannot track hard links");
+		else
+			k->t.st.hardlinks++;
 		return 0;
 	}
 	err = visit(k, &o);
