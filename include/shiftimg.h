@@ -38,6 +38,7 @@ enum shiftimg_unmapped {
 #define SHIFTIMG_FORCE		(1ull << 3)	/* ignore the "already shifted" stamp */
 #define SHIFTIMG_NAMES_KEEP	(1ull << 4)	/* tar: keep uname/gname */
 #define SHIFTIMG_ALLOW_PRIVILEGED (1ull << 5)	/* allow producing root setuid/caps */
+#define SHIFTIMG_STAMP		(1ull << 6)	/* record a finished shift in the target */
 
 /* The overflow id the kernel shows for unmapped ids. */
 #define SHIFTIMG_OVERFLOW_ID	65534u
@@ -106,6 +107,22 @@ int shiftimg_set_option(struct shiftimg *h, const char *key, const char *value);
  * The backend is chosen from what the target is.
  */
 int shiftimg_run(struct shiftimg *h, const char *target);
+
+/*
+ * A note on how the last run went when it was not an ordinary shift
+ * ("already shifted with this map; nothing done", "finished an
+ * interrupted run", "the journal is kept"), or "".
+ */
+const char *shiftimg_notice(const struct shiftimg *h);
+
+/*
+ * An in-place run left unfinished (its journal, shiftimg-journal(5)):
+ * shiftimg_status() writes what it did and what the target holds now;
+ * shiftimg_rollback() restores the target as it was before that run
+ * and removes the journal.  Neither needs a map: the journal has it.
+ */
+int shiftimg_status(struct shiftimg *h, const char *target, FILE *out);
+int shiftimg_rollback(struct shiftimg *h, const char *target);
 
 /* Name of the backend the last shiftimg_run() used ("tree", "ext4", ...). */
 const char *shiftimg_backend(const struct shiftimg *h);

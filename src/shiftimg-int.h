@@ -10,6 +10,7 @@
 #include "rules.h"
 
 struct si_backend;
+struct si_journal;
 
 struct si_option {
 	char *key;
@@ -34,8 +35,10 @@ struct shiftimg {
 	size_t nr_opts;
 
 	const struct si_backend *backend;
+	struct si_journal *journal;	/* the run's journal, or NULL */
 	struct si_tally tally;
 	char err[1024];
+	char notice[1024];		/* what the run found (shiftimg_notice) */
 };
 
 /*
