@@ -1,0 +1,1526 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The journal: a file beside the target that lets an interrupted
+ * in-place shift be finished exactly once, or undone.  The format is in
+ * shiftimg-journal(5); journal.h says how trees and images use it.
+ *
+ * Ordering is the whole point: nothing in the target changes before
+ * the records that describe the change are on disk (written and
+ * fdatasync'ed, the directory entry fsync'ed once), and the journal is
+ * removed only after the target itself has been synced.  Every record
+ * carries an XXH64 checksum seeded with the run's random id, so a torn
+ * tail is recognised and ignored, and a record of another run never
+ * passes for one of this run.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "journal.h"
+
+#define J_MAGIC		"SHIFTIMG-JOURNAL"
+#define J_VERSION	1
+#define J_HDR_FIXED	88
+#define R_MAGIC		0x3143524aU	/* "JRC1" little endian */
+#define R_HEAD		24
+#define R_TAIL		8
+#define BUF_FLUSH	(1u << 20)	/* journal bytes kept before a write(2) */
+#define BATCH_BYTES	(8u << 20)	/* ext4: queued in-place bytes per commit */
+#define BATCH_RECS	4096		/* ext4: queued writes per commit */
+#define RANGE_GAP	16		/* unchanged bytes merged into a range */
+#define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
+
+enum { J_TREE = 1, J_EXT4 = 2 };
+enum { REC_TREE = 1, REC_BLOCK = 2, REC_COMMIT = 3 };
+#define HDR_REVERSE	(1u << 0)
+
+/* One in-place write waiting for its batch to be committed. */
+struct pending {
+	uint64_t blk;
+	unsigned int count;
+	unsigned char *data;
+};
+
+struct si_journal {
+	struct shiftimg *h;
+	int kind;			/* J_TREE or J_EXT4 */
+	const struct si_target *t;
+	char *path;
+	int fd;
+	uint64_t run_id, seq, nrec;
+	uint64_t offset;		/* ext4: the filesystem's byte offset */
+
+	pthread_mutex_t lock;
+	unsigned char *buf;		/* encoded, not yet written */
+	size_t len, cap;
+	off_t written, synced;
+	bool dir_synced;
+	bool changed;			/* the target may differ from before */
+	bool failed;			/* a journal write failed: stop */
+
+	unsigned int bsz;
+	si_journal_write_fn *write_fn;
+	void *write_arg;
+	struct pending *q;
+	size_t nr_q, cap_q, q_bytes;
+
+	char *stamp_old;		/* the stamp before the run */
+	char stamp_new[64 + 32];	/* "" when the run removes it */
+};
+
+/* ---- fault injection ---- */
+
+static struct {
+	pthread_once_t once;
+	int kind;			/* -1 none, SI_FAULT_*, 2 any */
+	uint64_t at;
+	bool power;
+	const char *log;
+	_Atomic uint64_t n[2];
+	void (*crash_fn)(void *);
+	void *crash_arg;
+} fault = { .once = PTHREAD_ONCE_INIT, .kind = -1 };
+
+static void fault_log(void)
+{
+	FILE *f = fopen(fault.log, "we");
+
+	if (!f)
+		return;
+	fprintf(f, "write %" PRIu64 " sync %" PRIu64 "\n",
+		(uint64_t)fault.n[SI_FAULT_WRITE], (uint64_t)fault.n[SI_FAULT_SYNC]);
+	fclose(f);
+}
+
+/* SHIFTIMG_FAULT=KIND:N[:power], KIND write, sync or any; N from 1. */
+static void fault_init(void)
+{
+	const char *s = getenv("SHIFTIMG_FAULT");
+	char kind[8];
+	unsigned long long at;
+	int used = 0;
+
+	fault.log = getenv("SHIFTIMG_FAULT_LOG");
+	if (fault.log)
+		atexit(fault_log);
+	if (!s || sscanf(s, "%7[a-z]:%llu%n", kind, &at, &used) != 2)
+		return;
+	fault.kind = !strcmp(kind, "write") ? SI_FAULT_WRITE :
+		     !strcmp(kind, "sync") ? SI_FAULT_SYNC :
+		     !strcmp(kind, "any") ? 2 : -1;
+	fault.at = at;
+	fault.power = !strcmp(s + used, ":power");
+}
+
+void si_fault(enum si_fault_kind kind)
+{
+	uint64_t n, all;
+
+	pthread_once(&fault.once, fault_init);
+	n = ++fault.n[kind];
+	if (fault.kind < 0)
+		return;
+	all = fault.n[0] + fault.n[1];
+	if ((fault.kind == (int)kind && n == fault.at) ||
+	    (fault.kind == 2 && all == fault.at)) {
+		if (fault.log)
+			fault_log();
+		if (fault.crash_fn)
+			fault.crash_fn(fault.crash_arg);
+		raise(SIGKILL);
+	}
+}
+
+bool si_fault_power(void)
+{
+	pthread_once(&fault.once, fault_init);
+	return fault.power;
+}
+
+void si_fault_on_crash(void (*fn)(void *), void *arg)
+{
+	fault.crash_fn = fn;
+	fault.crash_arg = arg;
+}
+
+/* A power cut loses what was not synced; keep half of it, torn. */
+static void journal_crash(void *arg)
+{
+	struct si_journal *j = arg;
+	off_t keep = j->synced + (j->written - j->synced) / 2;
+
+	if (fault.power && ftruncate(j->fd, keep) < 0)
+		return;
+}
+
+/* ---- encoding ---- */
+
+static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+static int reserve(struct si_journal *j, size_t more)
+{
+	size_t cap = j->cap ? j->cap : BUF_FLUSH + 65536;
+	unsigned char *p;
+
+	if (j->len + more <= j->cap)
+		return 0;
+	while (cap < j->len + more)
+		cap *= 2;
+	p = realloc(j->buf, cap);
+	if (!p)
+		return -ENOMEM;
+	j->buf = p;
+	j->cap = cap;
+	return 0;
+}
+
+/* Starts a record of payload size len; returns where the payload goes. */
+static unsigned char *rec_begin(struct si_journal *j, int type, size_t len)
+{
+	unsigned char *r;
+
+	if (reserve(j, R_HEAD + len + R_TAIL) < 0)
+		return NULL;
+	r = j->buf + j->len;
+	put32(r, R_MAGIC);
+	put16(r + 4, (uint16_t)type);
+	put16(r + 6, 0);
+	put32(r + 8, (uint32_t)len);
+	put32(r + 12, 0);
+	put64(r + 16, j->seq++);
+	return r + R_HEAD;
+}
+
+static void rec_end(struct si_journal *j, size_t len)
+{
+	unsigned char *r = j->buf + j->len;
+
+	put64(r + R_HEAD + len, XXH64(r, R_HEAD + len, j->run_id));
+	j->len += R_HEAD + len + R_TAIL;
+	j->nrec++;
+}
+
+/* ---- writing and syncing ---- */
+
+static int write_out(struct si_journal *j)
+{
+	size_t off = 0;
+
+	while (off < j->len) {
+		ssize_t n;
+
+		si_fault(SI_FAULT_WRITE);
+		n = pwrite(j->fd, j->buf + off, j->len - off, j->written);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			j->failed = true;
+			return si_error(j->h, n < 0 ? errno : ENOSPC,
+					"%s: writing the journal: %s", j->path,
+					strerror(n < 0 ? errno : ENOSPC));
+		}
+		off += (size_t)n;
+		j->written += n;
+	}
+	j->len = 0;
+	return 0;
+}
+
+static int sync_dir(struct shiftimg *h, const char *path)
+{
+	char *copy = strdup(path);
+	int fd, err = 0;
+
+	if (!copy)
+		return si_error(h, ENOMEM, "out of memory");
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		err = si_error(h, errno, "%s: syncing its directory: %s", path,
+			       strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return err;
+}
+
+/* Makes everything recorded so far durable. */
+static int commit(struct si_journal *j, bool plan)
+{
+	unsigned char *p;
+	int err;
+
+	if (j->failed)
+		return -EIO;
+	p = rec_begin(j, REC_COMMIT, 12);
+	if (!p)
+		return si_error(j->h, ENOMEM, "out of memory");
+	put64(p, j->nrec);
+	put32(p + 8, plan);
+	rec_end(j, 12);
+	err = write_out(j);
+	if (err)
+		return err;
+	si_fault(SI_FAULT_SYNC);
+	if (fdatasync(j->fd) < 0) {
+		j->failed = true;
+		return si_error(j->h, errno, "%s: syncing the journal: %s",
+				j->path, strerror(errno));
+	}
+	j->synced = j->written;
+	if (!j->dir_synced) {
+		err = sync_dir(j->h, j->path);
+		if (err)
+			return err;
+		j->dir_synced = true;
+	}
+	return 0;
+}
+
+/* ---- the header ---- */
+
+/* The canonical text of the run's maps, as the user gave them. */
+static char *map_text(const struct shiftimg *h)
+{
+	int n = shiftimg_map_format(h, NULL, 0);
+	char *s = malloc((size_t)n + 1);
+
+	if (s)
+		shiftimg_map_format(h, s, (size_t)n + 1);
+	return s;
+}
+
+struct hdr {
+	int kind;
+	uint64_t run_id, dev, ino, size, offset, flags, created;
+	char *map, *stamp;
+	size_t len;			/* bytes, checksum included */
+};
+
+static void identity(const struct si_target *t, uint64_t *dev, uint64_t *ino)
+{
+	if (S_ISBLK(t->st.st_mode)) {
+		*dev = 0;
+		*ino = t->st.st_rdev;
+	} else {
+		*dev = t->st.st_dev;
+		*ino = t->st.st_ino;
+	}
+}
+
+static int write_header(struct si_journal *j, const char *map)
+{
+	size_t ml = strlen(map), sl = strlen(j->stamp_old);
+	size_t len = J_HDR_FIXED + ml + sl;
+	uint64_t dev, ino;
+	unsigned char *p;
+
+	if (reserve(j, len + 8) < 0)
+		return si_error(j->h, ENOMEM, "out of memory");
+	p = j->buf;
+	identity(j->t, &dev, &ino);
+	memset(p, 0, J_HDR_FIXED);
+	memcpy(p, J_MAGIC, 16);
+	put32(p + 16, J_VERSION);
+	put32(p + 20, (uint32_t)j->kind);
+	put64(p + 24, j->run_id);
+	put64(p + 32, dev);
+	put64(p + 40, ino);
+	put64(p + 48, j->kind == J_EXT4 ? (uint64_t)j->t->st.st_size : 0);
+	put64(p + 56, j->offset);
+	put64(p + 64, j->h->flags & SHIFTIMG_REVERSE ? HDR_REVERSE : 0);
+	put64(p + 72, (uint64_t)time(NULL));
+	put32(p + 80, (uint32_t)ml);
+	put32(p + 84, (uint32_t)sl);
+	memcpy(p + J_HDR_FIXED, map, ml);
+	memcpy(p + J_HDR_FIXED + ml, j->stamp_old, sl);
+	put64(p + len, XXH64(p, len, 0));
+	j->len = len + 8;
+	return 0;
+}
+
+/* ---- reading a journal back ---- */
+
+struct loaded {
+	struct hdr hdr;
+	unsigned char *data;
+	size_t size;
+	/* Offsets of the committed records (commits themselves left out). */
+	size_t *recs;
+	size_t nr_recs;
+	bool planned;			/* tree: the plan is complete */
+	bool torn;			/* a tail past the last commit was ignored */
+};
+
+static void loaded_free(struct loaded *l)
+{
+	free(l->hdr.map);
+	free(l->hdr.stamp);
+	free(l->data);
+	free(l->recs);
+	memset(l, 0, sizeof(*l));
+}
+
+static int read_all(struct shiftimg *h, const char *path, int fd,
+		    struct loaded *l)
+{
+	struct stat st;
+	size_t off = 0;
+
+	if (fstat(fd, &st) < 0)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	l->size = (size_t)st.st_size;
+	l->data = malloc(l->size + 1);
+	if (!l->data)
+		return si_error(h, ENOMEM, "%s: out of memory", path);
+	while (off < l->size) {
+		ssize_t n = pread(fd, l->data + off, l->size - off, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return si_error(h, n < 0 ? errno : EIO, "%s: reading: %s",
+					path, strerror(n < 0 ? errno : EIO));
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+static int parse_header(struct shiftimg *h, const char *path, struct loaded *l)
+{
+	const unsigned char *p = l->data;
+	size_t ml, sl, len;
+
+	/*
+	 * The header is written before anything else and synced before
+	 * the first change: a journal cut short inside it is a run that
+	 * died while starting, and changed nothing.
+	 */
+	if (l->size < J_HDR_FIXED + 8 &&
+	    !memcmp(p, J_MAGIC, l->size < 16 ? l->size : 16))
+		return -ENODATA;
+	if (l->size < J_HDR_FIXED + 8 || memcmp(p, J_MAGIC, 16))
+		return si_error(h, EINVAL, "%s: not a shiftimg journal; refusing to touch the target (remove it if it is not one)",
+				path);
+	if (get32(p + 16) != J_VERSION)
+		return si_error(h, EINVAL, "%s: journal version %u is not supported",
+				path, get32(p + 16));
+	ml = get32(p + 80);
+	sl = get32(p + 84);
+	len = J_HDR_FIXED + ml + sl;
+	if (ml <= l->size && sl <= l->size && len + 8 > l->size)
+		return -ENODATA;
+	if (ml > l->size || sl > l->size || len + 8 > l->size ||
+	    get64(p + len) != XXH64(p, len, 0))
+		return si_error(h, EBADMSG, "%s: the journal's header is damaged (checksum mismatch): it cannot tell what the interrupted run did; refusing (see shiftimg-journal(5))",
+				path);
+	l->hdr.kind = (int)get32(p + 20);
+	l->hdr.run_id = get64(p + 24);
+	l->hdr.dev = get64(p + 32);
+	l->hdr.ino = get64(p + 40);
+	l->hdr.size = get64(p + 48);
+	l->hdr.offset = get64(p + 56);
+	l->hdr.flags = get64(p + 64);
+	l->hdr.created = get64(p + 72);
+	l->hdr.map = strndup((const char *)p + J_HDR_FIXED, ml);
+	l->hdr.stamp = strndup((const char *)p + J_HDR_FIXED + ml, sl);
+	l->hdr.len = len + 8;
+	if (!l->hdr.map || !l->hdr.stamp)
+		return si_error(h, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The length of a valid record at off with sequence number seq, or 0. */
+static size_t valid_rec(const struct loaded *l, size_t off, uint64_t seq)
+{
+	const unsigned char *r = l->data + off;
+	size_t len;
+
+	if (off + R_HEAD + R_TAIL > l->size || get32(r) != R_MAGIC)
+		return 0;
+	len = get32(r + 8);
+	if (len > l->size - off - R_HEAD - R_TAIL || get64(r + 16) != seq ||
+	    get64(r + R_HEAD + len) != XXH64(r, R_HEAD + len, l->hdr.run_id))
+		return 0;
+	return R_HEAD + len + R_TAIL;
+}
+
+/* Is there a valid record of this run anywhere past off? */
+static bool valid_after(const struct loaded *l, size_t off, uint64_t seq)
+{
+	const unsigned char magic[4] = { 'J', 'R', 'C', '1' };
+
+	for (size_t at = off + 1; at + R_HEAD + R_TAIL <= l->size; at++) {
+		const unsigned char *m = memmem(l->data + at, l->size - at,
+						magic, 4);
+		uint64_t s;
+
+		if (!m)
+			return false;
+		at = (size_t)(m - l->data);
+		s = at + 24 <= l->size ? get64(m + 16) : 0;
+		if (s > seq && s < seq + (1u << 30) && valid_rec(l, at, s))
+			return true;
+	}
+	return false;
+}
+
+static int scan_records(struct shiftimg *h, const char *path, struct loaded *l)
+{
+	size_t off = l->hdr.len, cap = 0, pending = 0, n;
+	uint64_t seq = 0;
+
+	while ((n = valid_rec(l, off, seq))) {
+		const unsigned char *r = l->data + off;
+
+		if (get16(r + 4) == REC_COMMIT) {
+			l->nr_recs += pending;
+			pending = 0;
+			if (get32(r + R_HEAD + 8))
+				l->planned = true;
+		} else {
+			if (l->nr_recs + pending + 1 > cap) {
+				size_t *p;
+
+				cap = cap ? cap * 2 : 1024;
+				p = realloc(l->recs, cap * sizeof(*p));
+				if (!p)
+					return si_error(h, ENOMEM, "out of memory");
+				l->recs = p;
+			}
+			l->recs[l->nr_recs + pending++] = off;
+		}
+		off += n;
+		seq++;
+	}
+	if (off < l->size || pending) {
+		/* A torn tail is expected; a good record beyond a bad one is not. */
+		if (off < l->size && valid_after(l, off, seq))
+			return si_error(h, EBADMSG, "%s: the journal is damaged in the middle (a record at byte %zu fails its checksum): refusing to replay it (see shiftimg-journal(5))",
+					path, off);
+		l->torn = true;
+	}
+	return 0;
+}
+
+static int load(struct shiftimg *h, const char *path, int fd, struct loaded *l)
+{
+	int err;
+
+	memset(l, 0, sizeof(*l));
+	err = read_all(h, path, fd, l);
+	if (!err)
+		err = parse_header(h, path, l);
+	if (!err)
+		err = scan_records(h, path, l);
+	if (err)
+		loaded_free(l);
+	return err;
+}
+
+/* ---- tree records ---- */
+
+int si_journal_tree(struct si_journal *j, const char *rel,
+		    const struct statx *sx, uint32_t uid, uint32_t gid,
+		    unsigned int nr_xa, const struct si_journal_xa *xa)
+{
+	size_t plen = strlen(rel), len = 44 + plen;
+	unsigned char *p;
+	unsigned int i;
+	uint32_t pinned = 0;
+	int err = 0;
+
+	for (i = 0; i < nr_xa; i++)
+		len += 10 + strlen(xa[i].name) + xa[i].oldlen + xa[i].newlen;
+	if (sx->stx_attributes & STATX_ATTR_IMMUTABLE)
+		pinned |= FS_IMMUTABLE_FL;
+	if (sx->stx_attributes & STATX_ATTR_APPEND)
+		pinned |= FS_APPEND_FL;
+	pthread_mutex_lock(&j->lock);
+	p = rec_begin(j, REC_TREE, len);
+	if (!p) {
+		err = si_error(j->h, ENOMEM, "out of memory");
+		goto out_unlock;
+	}
+	put64(p, ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor);
+	put64(p + 8, sx->stx_ino);
+	put32(p + 16, sx->stx_uid);
+	put32(p + 20, sx->stx_gid);
+	put32(p + 24, uid);
+	put32(p + 28, gid);
+	put32(p + 32, sx->stx_mode);
+	put32(p + 36, pinned);
+	put16(p + 40, (uint16_t)plen);
+	put16(p + 42, (uint16_t)nr_xa);
+	memcpy(p + 44, rel, plen);
+	p += 44 + plen;
+	for (i = 0; i < nr_xa; i++) {
+		size_t nl = strlen(xa[i].name);
+
+		put16(p, (uint16_t)nl);
+		put32(p + 2, (uint32_t)xa[i].oldlen);
+		put32(p + 6, (uint32_t)xa[i].newlen);
+		memcpy(p + 10, xa[i].name, nl);
+		memcpy(p + 10 + nl, xa[i].old, xa[i].oldlen);
+		memcpy(p + 10 + nl + xa[i].oldlen, xa[i].new, xa[i].newlen);
+		p += 10 + nl + xa[i].oldlen + xa[i].newlen;
+	}
+	rec_end(j, len);
+	if (j->len >= BUF_FLUSH)
+		err = write_out(j);
+out_unlock:
+	pthread_mutex_unlock(&j->lock);
+	return err;
+}
+
+int si_journal_planned(struct si_journal *j)
+{
+	int err;
+
+	if (!j || j->kind != J_TREE)
+		return 0;
+	err = commit(j, true);
+	if (!err)
+		j->changed = true;	/* from here on the apply pass may change it */
+	return err;
+}
+
+/* A decoded tree record. */
+struct tree_rec {
+	uint64_t dev, ino;
+	uint32_t uid[2], gid[2];	/* [0] before, [1] after */
+	uint32_t mode, pinned;
+	char path[4096 + 1];
+	unsigned int nr_xa;
+	struct { char name[256]; const unsigned char *val[2]; size_t len[2]; } xa[8];
+};
+
+static bool decode_tree(const unsigned char *r, struct tree_rec *o)
+{
+	size_t len = get32(r + 8), plen, at;
+	const unsigned char *p = r + R_HEAD;
+
+	if (len < 44)
+		return false;
+	o->dev = get64(p);
+	o->ino = get64(p + 8);
+	o->uid[0] = get32(p + 16);
+	o->gid[0] = get32(p + 20);
+	o->uid[1] = get32(p + 24);
+	o->gid[1] = get32(p + 28);
+	o->mode = get32(p + 32);
+	o->pinned = get32(p + 36);
+	plen = get16(p + 40);
+	o->nr_xa = get16(p + 42);
+	if (44 + plen > len || plen >= sizeof(o->path) || o->nr_xa > 8)
+		return false;
+	memcpy(o->path, p + 44, plen);
+	o->path[plen] = '\0';
+	at = 44 + plen;
+	for (unsigned int i = 0; i < o->nr_xa; i++) {
+		size_t nl, ol, wl;
+
+		if (at + 10 > len)
+			return false;
+		nl = get16(p + at);
+		ol = get32(p + at + 2);
+		wl = get32(p + at + 6);
+		if (nl >= sizeof(o->xa[i].name) || at + 10 + nl + ol + wl > len)
+			return false;
+		memcpy(o->xa[i].name, p + at + 10, nl);
+		o->xa[i].name[nl] = '\0';
+		o->xa[i].val[0] = p + at + 10 + nl;
+		o->xa[i].len[0] = ol;
+		o->xa[i].val[1] = p + at + 10 + nl + ol;
+		o->xa[i].len[1] = wl;
+		at += 10 + nl + ol + wl;
+	}
+	return true;
+}
+
+/* Opens rel below root without following any symlink or leaving it. */
+static int open_beneath(int root, const char *rel, int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC |
+				    (flags & O_PATH ? 0 : O_NOCTTY)),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	long fd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int set_xa(int fd, bool real, const char *name, const void *v, size_t n)
+{
+	char proc[64];
+
+	if (real)
+		return fsetxattr(fd, name, v, n, 0) < 0 ? -errno : 0;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return setxattr(proc, name, v, n, 0) < 0 ? -errno : 0;
+}
+
+/*
+ * Sets one object to the recorded state (side 1 after, 0 before), in
+ * the order the tree backend uses: owner, xattrs, the setuid/setgid
+ * bits chown cleared, the capability chown dropped, and last the
+ * immutable and append-only flags as they were.
+ */
+static int set_state(int fd, bool real, const struct tree_rec *o, int side)
+{
+	unsigned int flags = 0, f;
+	bool pinned = false;
+	int err = 0, cap = -1;
+
+	if (real && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+	    (flags & PINNED || o->pinned)) {
+		pinned = true;
+		f = flags & ~PINNED;
+		si_fault(SI_FAULT_WRITE);
+		if ((flags & PINNED) && ioctl(fd, FS_IOC_SETFLAGS, &f) < 0)
+			return -errno;
+	}
+	si_fault(SI_FAULT_WRITE);
+	if (fchownat(fd, "", o->uid[side], o->gid[side],
+		     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		err = -errno;
+		goto out_flags;
+	}
+	for (unsigned int i = 0; i < o->nr_xa && !err; i++) {
+		if (!strcmp(o->xa[i].name, "security.capability")) {
+			cap = (int)i;
+			continue;
+		}
+		si_fault(SI_FAULT_WRITE);
+		err = set_xa(fd, real, o->xa[i].name, o->xa[i].val[side],
+			     o->xa[i].len[side]);
+	}
+	if (!err && !S_ISDIR(o->mode) && !S_ISLNK(o->mode) &&
+	    (o->mode & (S_ISUID | S_ISGID))) {
+		char proc[64];
+
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		si_fault(SI_FAULT_WRITE);
+		if ((real ? fchmod(fd, o->mode & 07777) :
+		     chmod(proc, o->mode & 07777)) < 0)
+			err = -errno;
+	}
+	if (!err && cap >= 0) {
+		si_fault(SI_FAULT_WRITE);
+		err = set_xa(fd, real, o->xa[cap].name, o->xa[cap].val[side],
+			     o->xa[cap].len[side]);
+	}
+out_flags:
+	if (pinned) {
+		f = (flags & ~PINNED) | o->pinned;
+		si_fault(SI_FAULT_WRITE);
+		if (ioctl(fd, FS_IOC_SETFLAGS, &f) < 0 && !err)
+			err = -errno;
+	}
+	return err;
+}
+
+/* Opens a recorded object, checking it is still the same inode. */
+static int open_rec(int root, const struct tree_rec *o, bool *real)
+{
+	struct stat st;
+	int fd, rfd;
+
+	fd = open_beneath(root, o->path, O_PATH);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || st.st_ino != o->ino ||
+	    (((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev)) != o->dev) {
+		close(fd);
+		return -ESTALE;
+	}
+	*real = false;
+	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+		rfd = open_beneath(root, o->path, O_RDONLY | O_NONBLOCK);
+		if (rfd >= 0) {
+			if (fstat(rfd, &st) == 0 && st.st_ino == o->ino) {
+				close(fd);
+				*real = true;
+				return rfd;
+			}
+			close(rfd);
+		}
+	}
+	return fd;
+}
+
+/* Redo (side 1) or undo (side 0) every planned tree object. */
+static int tree_replay(struct shiftimg *h, const struct si_target *t,
+		       const struct loaded *l, int side, uint64_t *done)
+{
+	struct tree_rec *o = malloc(sizeof(*o));
+	uint64_t errors = 0;
+	int err;
+
+	if (!o)
+		return si_error(h, ENOMEM, "out of memory");
+	*done = 0;
+	for (size_t i = 0; i < l->nr_recs; i++) {
+		const unsigned char *r = l->data + l->recs[i];
+		bool real;
+		int fd;
+
+		if (get16(r + 4) != REC_TREE || !decode_tree(r, o)) {
+			errors++;
+			si_error(h, EBADMSG, "%s: journal record %zu is malformed",
+				 t->path, i);
+			continue;
+		}
+		fd = open_rec(t->fd, o, &real);
+		if (fd == -ENOENT)
+			continue;	/* removed since: nothing to set */
+		if (fd < 0) {
+			errors++;
+			si_error(h, -fd, "%s/%s: %s", t->path, o->path,
+				 fd == -ESTALE ? "replaced since the interrupted run" :
+				 strerror(-fd));
+			continue;
+		}
+		err = set_state(fd, real, o, side);
+		close(fd);
+		if (err) {
+			errors++;
+			si_error(h, -err, "%s/%s: %s", t->path, o->path,
+				 strerror(-err));
+			continue;
+		}
+		(*done)++;
+	}
+	free(o);
+	h->tally.st.errors += errors;
+	if (!errors && syncfs(t->fd) < 0)
+		return si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
+	return errors ? -EIO : 0;
+}
+
+/* ---- ext4 records ---- */
+
+void si_journal_blocks(struct si_journal *j, unsigned int bsz,
+		       si_journal_write_fn *fn, void *arg)
+{
+	j->bsz = bsz;
+	j->write_fn = fn;
+	j->write_arg = arg;
+}
+
+/* Counts (or, with p, encodes) the ranges where old and new differ. */
+static size_t diff_ranges(const unsigned char *old, const unsigned char *new,
+			  size_t len, unsigned char *p, uint32_t *nr)
+{
+	size_t at = 0, bytes = 0;
+
+	*nr = 0;
+	while (at < len) {
+		size_t start, end, gap;
+
+		while (at + 8 <= len && !memcmp(old + at, new + at, 8))
+			at += 8;
+		while (at < len && old[at] == new[at])
+			at++;
+		if (at == len)
+			break;
+		start = at;
+		end = at + 1;
+		for (gap = 0, at = end; at < len && gap < RANGE_GAP; at++) {
+			if (old[at] != new[at]) {
+				end = at + 1;
+				gap = 0;
+			} else {
+				gap++;
+			}
+		}
+		at = end;
+		if (p) {
+			put32(p + bytes, (uint32_t)start);
+			put32(p + bytes + 4, (uint32_t)(end - start));
+			memcpy(p + bytes + 8, old + start, end - start);
+			memcpy(p + bytes + 8 + end - start, new + start, end - start);
+		}
+		bytes += 8 + 2 * (end - start);
+		(*nr)++;
+	}
+	return bytes;
+}
+
+/* Issues the queued writes of a committed batch. */
+static int drain(struct si_journal *j)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < j->nr_q; i++) {
+		struct pending *q = &j->q[i];
+
+		if (!err) {
+			si_fault(SI_FAULT_WRITE);
+			err = j->write_fn(j->write_arg, q->blk, q->count, q->data);
+		}
+		free(q->data);
+	}
+	j->nr_q = 0;
+	j->q_bytes = 0;
+	return err;
+}
+
+static int commit_and_drain(struct si_journal *j)
+{
+	int err;
+
+	if (!j->nr_q && !j->len)
+		return 0;
+	err = commit(j, false);
+	if (err)
+		return err;
+	j->changed = true;
+	return drain(j);
+}
+
+int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
+		     const void *old, const void *new)
+{
+	size_t len = (size_t)count * j->bsz, bytes;
+	unsigned char *p, *copy;
+	uint32_t nr;
+	int err;
+
+	bytes = diff_ranges(old, new, len, NULL, &nr);
+	if (!nr)
+		return 0;	/* nothing changes: nothing to write either */
+	p = rec_begin(j, REC_BLOCK, 32 + bytes);
+	if (!p)
+		return si_error(j->h, ENOMEM, "out of memory");
+	put64(p, j->offset + blk * j->bsz);
+	put32(p + 8, (uint32_t)len);
+	put32(p + 12, nr);
+	put64(p + 16, XXH64(old, len, 0));
+	put64(p + 24, XXH64(new, len, 0));
+	diff_ranges(old, new, len, p + 32, &nr);
+	rec_end(j, 32 + bytes);
+
+	if (j->nr_q == j->cap_q) {
+		size_t cap = j->cap_q ? j->cap_q * 2 : 256;
+		struct pending *q = realloc(j->q, cap * sizeof(*q));
+
+		if (!q)
+			return si_error(j->h, ENOMEM, "out of memory");
+		j->q = q;
+		j->cap_q = cap;
+	}
+	copy = malloc(len);
+	if (!copy)
+		return si_error(j->h, ENOMEM, "out of memory");
+	memcpy(copy, new, len);
+	j->q[j->nr_q++] = (struct pending){ blk, count, copy };
+	j->q_bytes += len;
+	if (j->q_bytes < BATCH_BYTES && j->nr_q < BATCH_RECS && j->len < BUF_FLUSH)
+		return 0;
+	err = commit_and_drain(j);
+	return err;
+}
+
+int si_journal_flush(struct si_journal *j)
+{
+	return j ? commit_and_drain(j) : 0;
+}
+
+/* Undoes (side 0) or redoes (side 1) one block record on the image. */
+static int block_apply(int fd, const unsigned char *r, int side)
+{
+	const unsigned char *p = r + R_HEAD;
+	uint64_t off = get64(p);
+	uint32_t nr = get32(p + 12);
+	size_t at = 32, len = get32(r + 8);
+
+	for (uint32_t i = 0; i < nr; i++) {
+		uint32_t start, n;
+
+		if (at + 8 > len)
+			return -EBADMSG;
+		start = get32(p + at);
+		n = get32(p + at + 4);
+		if (at + 8 + 2 * (size_t)n > len)
+			return -EBADMSG;
+		si_fault(SI_FAULT_WRITE);
+		if (pwrite(fd, p + at + 8 + (side ? n : 0), n,
+			   (off_t)(off + start)) != (ssize_t)n)
+			return errno ? -errno : -EIO;
+		at += 8 + 2 * (size_t)n;
+	}
+	return 0;
+}
+
+/* Opens the image for writing: the same file as the target's fd. */
+static int reopen_rw(struct shiftimg *h, const struct si_target *t)
+{
+	char proc[64];
+	int fd;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", t->fd);
+	fd = open(proc, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return si_error(h, errno, "%s: %s", t->path, strerror(errno));
+	return fd;
+}
+
+/* Undoes every committed block record, newest first, and syncs. */
+static int ext4_undo(struct shiftimg *h, const struct si_target *t,
+		     const struct loaded *l)
+{
+	int fd = reopen_rw(h, t), err = 0;
+
+	if (fd < 0)
+		return fd;
+	for (size_t i = l->nr_recs; i-- > 0 && !err;) {
+		const unsigned char *r = l->data + l->recs[i];
+
+		if (get16(r + 4) != REC_BLOCK)
+			continue;
+		err = block_apply(fd, r, 0);
+		if (err)
+			err = si_error(h, -err, "%s: undoing journal record %zu: %s",
+				       t->path, i, strerror(-err));
+	}
+	si_fault(SI_FAULT_SYNC);
+	if (!err && fsync(fd) < 0)
+		err = si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
+	close(fd);
+	return err;
+}
+
+/* ---- the stamp value of a run ---- */
+
+static void stamp_value(int kind, const char *map, char *out, size_t size)
+{
+	/* The superblock has room for a digest of the map, not the map. */
+	if (kind == J_EXT4)
+		snprintf(out, size, "xxh64:%016" PRIx64,
+			 (uint64_t)XXH64(map, strlen(map), 0));
+	else
+		snprintf(out, size, "%s", map);
+}
+
+static int kind_of(const struct si_backend *b)
+{
+	return b == &si_tree_backend ? J_TREE : b == &si_ext4_backend ? J_EXT4 : 0;
+}
+
+static const struct si_backend *backend_of(int kind)
+{
+	return kind == J_TREE ? &si_tree_backend : &si_ext4_backend;
+}
+
+static uint64_t parse_offset(const struct shiftimg *h)
+{
+	const char *s = si_option(h, "offset");
+
+	return s ? strtoull(s, NULL, 0) : 0;
+}
+
+/* ---- paths ---- */
+
+static char *journal_path(const struct shiftimg *h, const char *target)
+{
+	const char *opt = si_option(h, "journal");
+	size_t n = strlen(target);
+	char *p;
+
+	if (opt)
+		return strdup(opt);
+	while (n > 1 && target[n - 1] == '/')
+		n--;
+	if (asprintf(&p, "%.*s.shiftimg-journal", (int)n, target) < 0)
+		return NULL;
+	return p;
+}
+
+static int remove_journal(struct shiftimg *h, const char *path)
+{
+	if (unlink(path) < 0 && errno != ENOENT)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	return sync_dir(h, path);
+}
+
+/* ---- an existing journal ---- */
+
+static int check_owner(struct shiftimg *h, const char *jpath,
+		       const struct si_target *t, const struct loaded *l,
+		       int kind)
+{
+	uint64_t dev, ino;
+
+	identity(t, &dev, &ino);
+	if (l->hdr.kind != kind || l->hdr.dev != dev || l->hdr.ino != ino ||
+	    (kind == J_EXT4 && l->hdr.size != (uint64_t)t->st.st_size))
+		return si_error(h, EEXIST, "%s: this journal belongs to another target (or the target was replaced); refusing (see shiftimg-journal(5))",
+				jpath);
+	return 0;
+}
+
+/*
+ * A journal left by an interrupted run: finished (tree), undone before
+ * running again (ext4), or refused when it is another run's.
+ */
+static int resume(struct shiftimg *h, const struct si_target *t, int kind,
+		  const char *jpath, int jfd, const char *map)
+{
+	bool reverse = h->flags & SHIFTIMG_REVERSE;
+	struct loaded l;
+	uint64_t done = 0;
+	char stamp[128];
+	int err;
+
+	err = load(h, jpath, jfd, &l);
+	if (err == -ENODATA)
+		return remove_journal(h, jpath);
+	if (err)
+		return err;
+	err = check_owner(h, jpath, t, &l, kind);
+	if (err)
+		goto out_free;
+	if (strcmp(l.hdr.map, map) || !(l.hdr.flags & HDR_REVERSE) != !reverse) {
+		err = si_error(h, EEXIST, "%s: an interrupted run with map '%s'%s is unfinished (journal %s): run that command again to finish it, or --rollback to undo it; refusing a run with map '%s'%s",
+			       t->path, l.hdr.map,
+			       l.hdr.flags & HDR_REVERSE ? " --reverse" : "",
+			       jpath, map, reverse ? " --reverse" : "");
+		goto out_free;
+	}
+	if (kind == J_TREE && l.planned) {
+		err = tree_replay(h, t, &l, 1, &done);
+		if (err)
+			goto out_free;
+		stamp_value(kind, map, stamp, sizeof(stamp));
+		if (h->flags & SHIFTIMG_STAMP)
+			err = si_stamp_set(&si_tree_backend, t, 0,
+					   reverse ? "" : stamp);
+		if (err)
+			err = si_error(h, -err, "%s: writing the stamp: %s",
+				       t->path, strerror(-err));
+		if (!err)
+			err = remove_journal(h, jpath);
+		if (!err) {
+			snprintf(h->notice, sizeof(h->notice),
+				 "%s: finished an interrupted run from its journal (%" PRIu64 " objects set to their planned state)",
+				 t->path, done);
+			h->tally.st.changed = done;
+			err = SI_JOURNAL_NOTHING;
+		}
+		goto out_free;
+	}
+	if (kind == J_EXT4) {
+		err = ext4_undo(h, t, &l);
+		if (!err)
+			err = si_stamp_set(&si_ext4_backend, t, l.hdr.offset, l.hdr.stamp);
+		if (err < 0 && !si_has_error(h))
+			err = si_error(h, -err, "%s: restoring the stamp: %s",
+				       t->path, strerror(-err));
+		if (err)
+			goto out_free;
+		snprintf(h->notice, sizeof(h->notice),
+			 "%s: undid an interrupted run (%zu journaled writes) and ran it again",
+			 t->path, l.nr_recs);
+	}
+	/* A tree whose plan never completed was not changed at all. */
+	err = remove_journal(h, jpath);
+out_free:
+	loaded_free(&l);
+	return err;
+}
+
+/* ---- the stamp check ---- */
+
+static int check_stamp(struct shiftimg *h, const struct si_backend *b,
+		       const struct si_target *t, uint64_t offset,
+		       const char *want, char *old, size_t size)
+{
+	bool reverse = h->flags & SHIFTIMG_REVERSE;
+	int err = si_stamp_get(b, t, offset, old, size);
+
+	if (err)
+		return si_error(h, -err, "%s: reading the stamp: %s", t->path,
+				strerror(-err));
+	/* The stamp before the run is kept either way: --rollback restores it. */
+	if (!(h->flags & SHIFTIMG_STAMP) || (h->flags & SHIFTIMG_FORCE))
+		return 0;
+	if (!old[0])
+		return 0;
+	if (!strcmp(old, want)) {
+		if (reverse)
+			return 0;
+		snprintf(h->notice, sizeof(h->notice),
+			 "%s: already shifted with this map (stamp %s); nothing done (--force shifts again)",
+			 t->path, old);
+		return SI_JOURNAL_NOTHING;
+	}
+	return si_error(h, EEXIST, "%s: already shifted with another map (stamp %s); refusing to shift it again (--force overrides)",
+			t->path, old);
+}
+
+/* ---- the run ---- */
+
+static struct si_journal *journal_new(struct shiftimg *h,
+				      const struct si_target *t, int kind)
+{
+	struct si_journal *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->h = h;
+	j->t = t;
+	j->kind = kind;
+	j->fd = -1;
+	pthread_mutex_init(&j->lock, NULL);
+	return j;
+}
+
+static void journal_free(struct si_journal *j)
+{
+	if (!j)
+		return;
+	si_fault_on_crash(NULL, NULL);
+	for (size_t i = 0; i < j->nr_q; i++)
+		free(j->q[i].data);
+	free(j->q);
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j->buf);
+	free(j->path);
+	free(j->stamp_old);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+}
+
+static int create(struct si_journal *j, const char *map)
+{
+	int err;
+
+	j->fd = open(j->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (j->fd < 0)
+		return si_error(j->h, errno, "%s: creating the journal: %s",
+				j->path, strerror(errno));
+	if (flock(j->fd, LOCK_EX | LOCK_NB) < 0)
+		return si_error(j->h, errno, "%s: %s", j->path, strerror(errno));
+	if (getrandom(&j->run_id, sizeof(j->run_id), 0) != sizeof(j->run_id))
+		j->run_id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	err = write_header(j, map);
+	if (!err)
+		err = write_out(j);
+	if (!err)
+		si_fault_on_crash(journal_crash, j);
+	return err;
+}
+
+/* Opens an existing journal, locked; -ENOENT if there is none. */
+static int open_existing(struct shiftimg *h, const char *path)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT :
+		       si_error(h, errno, "%s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = si_error(h, errno, "%s: another run holds the journal: %s",
+				   path, strerror(errno));
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int si_journal_start(struct shiftimg *h, const struct si_backend *b,
+		     const struct si_target *t, struct si_journal **jp)
+{
+	int kind = kind_of(b), jfd, err;
+	struct si_journal *j;
+	char *map = NULL, old[256];
+
+	*jp = NULL;
+	if (!kind || (h->flags & SHIFTIMG_DRY_RUN) ||
+	    (kind == J_EXT4 && si_option(h, "output")))
+		return 0;
+	j = journal_new(h, t, kind);
+	map = map_text(h);
+	if (!j || !map || !(j->path = journal_path(h, t->path))) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	j->offset = kind == J_EXT4 ? parse_offset(h) : 0;
+	jfd = open_existing(h, j->path);
+	if (jfd >= 0) {
+		err = resume(h, t, kind, j->path, jfd, map);
+		close(jfd);
+		if (err)
+			goto out_free;
+	} else if (jfd != -ENOENT) {
+		err = jfd;
+		goto out_free;
+	}
+	stamp_value(kind, map, j->stamp_new, sizeof(j->stamp_new));
+	err = check_stamp(h, b, t, j->offset, j->stamp_new, old, sizeof(old));
+	if (err)
+		goto out_free;
+	if (h->flags & SHIFTIMG_REVERSE || !(h->flags & SHIFTIMG_STAMP))
+		j->stamp_new[0] = '\0';
+	j->stamp_old = strdup(old);
+	if (!j->stamp_old) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	err = create(j, map);
+	if (err) {
+		if (j->fd >= 0)
+			unlink(j->path);
+		goto out_free;
+	}
+	free(map);
+	*jp = j;
+	return 0;
+out_free:
+	free(map);
+	journal_free(j);
+	return err;
+}
+
+int si_journal_end(struct si_journal *j, int err)
+{
+	struct shiftimg *h;
+	int e;
+
+	if (!j)
+		return err;
+	h = j->h;
+	if (!err && j->nr_q)
+		err = commit_and_drain(j);
+	if (err) {
+		if (j->changed && !j->failed)
+			snprintf(h->notice, sizeof(h->notice),
+				 "%s: the journal %s is kept: run the same command again to finish, or --rollback to undo",
+				 j->t->path, j->path);
+		else
+			remove_journal(h, j->path);
+		journal_free(j);
+		return err;
+	}
+	/* The target first, then the stamp, then the journal may go. */
+	si_fault(SI_FAULT_SYNC);
+	e = j->kind == J_TREE ? syncfs(j->t->fd) : fsync(j->t->fd);
+	if (e < 0)
+		err = si_error(h, errno, "%s: syncing: %s", j->t->path, strerror(errno));
+	if (!err && (h->flags & SHIFTIMG_STAMP)) {
+		e = si_stamp_set(backend_of(j->kind), j->t, j->offset, j->stamp_new);
+		if (e)
+			err = si_error(h, -e, "%s: writing the stamp: %s",
+				       j->t->path, strerror(-e));
+	}
+	if (!err) {
+		si_fault(SI_FAULT_WRITE);
+		err = remove_journal(h, j->path);
+	}
+	journal_free(j);
+	return err;
+}
+
+/* ---- --status and --rollback ---- */
+
+static int open_loaded(struct shiftimg *h, const char *target,
+		       struct si_target *t, char **jpath, struct loaded *l)
+{
+	int fd, err;
+
+	memset(t, 0, sizeof(*t));
+	t->path = target;
+	t->fd = open(target, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (t->fd < 0 || fstat(t->fd, &t->st) < 0) {
+		err = si_error(h, errno, "%s: %s", target, strerror(errno));
+		goto out_close;
+	}
+	*jpath = journal_path(h, target);
+	if (!*jpath) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_close;
+	}
+	fd = open_existing(h, *jpath);
+	if (fd == -ENOENT) {
+		err = si_error(h, ENOENT, "%s: no journal (%s): no interrupted run to show or undo",
+			       target, *jpath);
+		goto out_free;
+	}
+	if (fd < 0) {
+		err = fd;
+		goto out_free;
+	}
+	err = load(h, *jpath, fd, l);
+	close(fd);
+	if (err == -ENODATA)
+		err = si_error(h, ENODATA, "%s: the journal %s was cut short while the run started: nothing was changed (the next run removes it)",
+			       target, *jpath);
+	if (!err)
+		err = check_owner(h, *jpath, t, l, l->hdr.kind == J_EXT4 ? J_EXT4 : J_TREE);
+	if (!err)
+		return 0;
+	loaded_free(l);
+out_free:
+	free(*jpath);
+	*jpath = NULL;
+out_close:
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+	return err;
+}
+
+/* How far the target got: which side each record's object is on. */
+static void tree_census(const struct si_target *t, const struct loaded *l,
+			uint64_t n[4])
+{
+	struct tree_rec *o = malloc(sizeof(*o));
+
+	for (size_t i = 0; o && i < l->nr_recs; i++) {
+		struct stat st;
+		int fd;
+
+		if (!decode_tree(l->data + l->recs[i], o))
+			continue;
+		fd = open_beneath(t->fd, o->path, O_PATH);
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_ino != o->ino) {
+			n[3]++;
+		} else if (st.st_uid == o->uid[1] && st.st_gid == o->gid[1] &&
+			   (o->uid[0] != o->uid[1] || o->gid[0] != o->gid[1])) {
+			n[1]++;
+		} else if (st.st_uid == o->uid[0] && st.st_gid == o->gid[0]) {
+			n[0]++;
+		} else {
+			n[2]++;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	free(o);
+}
+
+static void ext4_census(const struct si_target *t, const struct loaded *l,
+			uint64_t n[4])
+{
+	for (size_t i = 0; i < l->nr_recs; i++) {
+		const unsigned char *p = l->data + l->recs[i] + R_HEAD;
+		size_t len = get32(p + 8);
+		unsigned char *b = malloc(len);
+		uint64_t x;
+
+		if (!b || pread(t->fd, b, len, (off_t)get64(p)) != (ssize_t)len) {
+			n[3]++;
+		} else {
+			x = XXH64(b, len, 0);
+			n[x == get64(p + 24) ? 1 : x == get64(p + 16) ? 0 : 2]++;
+		}
+		free(b);
+	}
+}
+
+int si_journal_status(struct shiftimg *h, const char *target, FILE *out)
+{
+	struct si_target t;
+	struct loaded l;
+	char *jpath = NULL, when[64];
+	uint64_t n[4] = { 0 };
+	time_t created;
+	int err;
+
+	err = open_loaded(h, target, &t, &jpath, &l);
+	if (err)
+		return err;
+	created = (time_t)l.hdr.created;
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&created));
+	fprintf(out, "journal: %s\ntarget: %s (%s)\nmap: %s%s\nstarted: %s\n",
+		jpath, target, l.hdr.kind == J_EXT4 ? "ext4" : "tree",
+		l.hdr.map, l.hdr.flags & HDR_REVERSE ? " (--reverse)" : "", when);
+	fprintf(out, "stamp before the run: %s\n", l.hdr.stamp[0] ? l.hdr.stamp : "none");
+	if (l.hdr.kind == J_EXT4) {
+		ext4_census(&t, &l, n);
+		fprintf(out, "committed block writes: %zu: %" PRIu64 " done, %" PRIu64
+			" not yet written, %" PRIu64 " torn or changed since, %" PRIu64
+			" unreadable\n", l.nr_recs, n[1], n[0], n[2], n[3]);
+		fprintf(out, "next run: undoes the %zu writes, then shifts the image from the start\n",
+			l.nr_recs);
+	} else if (!l.planned) {
+		fprintf(out, "plan: incomplete: nothing in the target was changed\n");
+	} else {
+		tree_census(&t, &l, n);
+		fprintf(out, "plan: %zu objects: %" PRIu64 " shifted, %" PRIu64
+			" not yet shifted, %" PRIu64 " in another state, %" PRIu64
+			" gone or replaced\n", l.nr_recs, n[1], n[0], n[2], n[3]);
+		fprintf(out, "next run: sets every planned object to its new state\n");
+	}
+	if (l.torn)
+		fprintf(out, "tail: an uncommitted, torn tail was ignored\n");
+	fprintf(out, "--rollback: restores the %s as it was before the run\n",
+		l.hdr.kind == J_EXT4 ? "image" : "tree");
+	loaded_free(&l);
+	free(jpath);
+	close(t.fd);
+	return 0;
+}
+
+int si_journal_rollback(struct shiftimg *h, const char *target)
+{
+	struct si_target t;
+	struct loaded l;
+	char *jpath = NULL;
+	uint64_t done = 0;
+	int err;
+
+	err = open_loaded(h, target, &t, &jpath, &l);
+	if (err)
+		return err;
+	if (l.hdr.kind == J_EXT4) {
+		err = ext4_undo(h, &t, &l);
+		if (!err)
+			err = si_stamp_set(&si_ext4_backend, &t, l.hdr.offset, l.hdr.stamp);
+	} else if (l.planned) {
+		err = tree_replay(h, &t, &l, 0, &done);
+		if (!err)
+			err = si_stamp_set(&si_tree_backend, &t, 0, l.hdr.stamp);
+	}
+	if (err < 0 && !si_has_error(h))
+		err = si_error(h, -err, "%s: restoring the stamp: %s", target,
+			       strerror(-err));
+	if (!err)
+		err = remove_journal(h, jpath);
+	if (!err)
+		snprintf(h->notice, sizeof(h->notice),
+			 "%s: rolled back the interrupted run (%zu journal records)",
+			 target, l.nr_recs);
+	loaded_free(&l);
+	free(jpath);
+	close(t.fd);
+	return err;
+}

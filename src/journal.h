@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The journal that makes an in-place shift crash safe, and the stamp
+ * that records a finished one.  The format is in shiftimg-journal(5).
+ *
+ * A directory tree is planned first: the check pass records, for every
+ * object that changes, its old and new state; the plan is synced once,
+ * and only then does the apply pass change anything.  An interrupted
+ * tree run is finished by setting every planned object to its recorded
+ * new state (idempotent: the record says the target state exactly).
+ *
+ * An ext4 image is journaled block by block: every in-place write is
+ * queued with the old and new bytes of its changed ranges; a full batch
+ * is written to the journal and synced before its writes are issued.
+ * An interrupted ext4 run is undone from the journal (the old bytes of
+ * every committed batch) and then run again from the start.
+ */
+#ifndef SHIFTIMG_JOURNAL_H
+#define SHIFTIMG_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+
+struct si_journal;
+
+/* ---- the driver (handle.c) ---- */
+
+/* si_journal_start() found nothing left to do; the notice says why. */
+#define SI_JOURNAL_NOTHING	1
+
+/*
+ * Before a run: finishes or refuses an existing journal for the
+ * target, checks the stamp, and opens a new journal.  *jp is NULL when
+ * the run needs none (dry runs, tarballs, copies).  Returns 0,
+ * SI_JOURNAL_NOTHING or si_error()'s value.
+ */
+int si_journal_start(struct shiftimg *h, const struct si_backend *b,
+		     const struct si_target *t, struct si_journal **jp);
+/* After the check pass: makes the tree's plan durable. */
+int si_journal_planned(struct si_journal *j);
+/*
+ * After the apply pass: on success syncs the target, writes (or, for
+ * --reverse, removes) the stamp and removes the journal.  On failure
+ * keeps the journal (--rollback undoes the run) unless nothing was
+ * changed.  Frees j; returns err or a new error.
+ */
+int si_journal_end(struct si_journal *j, int err);
+
+/* --status and --rollback. */
+int si_journal_status(struct shiftimg *h, const char *target, FILE *out);
+int si_journal_rollback(struct shiftimg *h, const char *target);
+
+/* ---- the tree backend ---- */
+
+/* One changed xattr of a tree object: its value before and after. */
+struct si_journal_xa {
+	const char *name;
+	const void *old, *new;
+	size_t oldlen, newlen;
+};
+
+/*
+ * Check pass: records one object's planned change.  rel is its path
+ * below the root ("." for the root); uid and gid are what it becomes.
+ * Thread-safe.
+ */
+int si_journal_tree(struct si_journal *j, const char *rel,
+		    const struct statx *sx, uint32_t uid, uint32_t gid,
+		    unsigned int nr_xa, const struct si_journal_xa *xa);
+
+/* ---- the ext4 backend ---- */
+
+/* Issues count blocks at blk in place (the backend's own write). */
+typedef int si_journal_write_fn(void *arg, uint64_t blk, unsigned int count,
+				const void *buf);
+
+/* Tells the journal the block size and how to write in place. */
+void si_journal_blocks(struct si_journal *j, unsigned int bsz,
+		       si_journal_write_fn *fn, void *arg);
+/*
+ * Queues an in-place write: old holds the blocks as they are now, new
+ * as they become.  A full batch is committed (journaled and synced)
+ * and then written through fn.
+ */
+int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
+		     const void *old, const void *new);
+/* Commits and writes what is queued (before the image is closed). */
+int si_journal_flush(struct si_journal *j);
+
+/*
+ * The io_manager the ext4 backend opens images with: unix_io, or under
+ * SHIFTIMG_FAULT=...:power one that loses every write since the last
+ * flush when the fault fires.
+ */
+struct struct_io_manager;
+struct struct_io_manager *si_journal_io_manager(void);
+
+/* ---- fault injection (SHIFTIMG_FAULT=write:N, sync:N, any:N) ---- */
+
+enum si_fault_kind { SI_FAULT_WRITE, SI_FAULT_SYNC };
+/* A write or sync point: dies here if it is the Nth.  Thread-safe. */
+void si_fault(enum si_fault_kind kind);
+/* True under SHIFTIMG_FAULT=...:power (unsynced writes are lost). */
+bool si_fault_power(void);
+/* Called just before dying: throws away what a power cut would lose. */
+void si_fault_on_crash(void (*fn)(void *), void *arg);
+
+/* ---- the stamp (stamp.c) ---- */
+
+/* Reads the stamp into buf ("" if none); returns 0 or -errno. */
+int si_stamp_get(const struct si_backend *b, const struct si_target *t,
+		 uint64_t offset, char *buf, size_t size);
+/* Writes value as the stamp, or removes it when value is "". */
+int si_stamp_set(const struct si_backend *b, const struct si_target *t,
+		 uint64_t offset, const char *value);
+
+#endif /* SHIFTIMG_JOURNAL_H */
