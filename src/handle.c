@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "journal.h"
 
 struct shiftimg *shiftimg_new(void)
 {
@@ -58,6 +59,7 @@ int si_error(struct shiftimg *h, int err, const char *fmt, ...)
 void si_error_clear(struct shiftimg *h)
 {
 	h->err[0] = '\0';
+	h->notice[0] = '\0';
 }
 
 bool si_has_error(const struct shiftimg *h)
@@ -68,6 +70,11 @@ bool si_has_error(const struct shiftimg *h)
 const char *shiftimg_error(const struct shiftimg *h)
 {
 	return h->err;
+}
+
+const char *shiftimg_notice(const struct shiftimg *h)
+{
+	return h->notice;
 }
 
 /* ---- maps ---- */
@@ -364,6 +371,18 @@ void si_progress(struct shiftimg *h, uint64_t done, uint64_t total)
 
 /* ---- results ---- */
 
+int shiftimg_status(struct shiftimg *h, const char *target, FILE *out)
+{
+	si_error_clear(h);
+	return si_journal_status(h, target, out);
+}
+
+int shiftimg_rollback(struct shiftimg *h, const char *target)
+{
+	si_error_clear(h);
+	return si_journal_rollback(h, target);
+}
+
 const char *shiftimg_backend(const struct shiftimg *h)
 {
 	return h->backend ? h->backend->name : "";
@@ -537,9 +556,31 @@ static int check_options(struct shiftimg *h, const struct si_backend *b,
 	return 0;
 }
 
+/* Checks a backend that is not atomic before it is changed. */
+static int check_first(struct shiftimg *h, const struct si_backend *b,
+		       const struct si_target *t)
+{
+	int err = b->shift(h, t, SI_PASS_CHECK);
+
+	if (err)
+		return err;
+	if (h->tally.privileged && si_check_privileged(h))
+		return si_privileged_refuse(h, t->path);
+	if (h->tally.st.unmapped &&
+	    h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL)
+		return si_unmapped_refuse(h, t->path);
+	si_tally_free(&h->tally);
+	return 0;
+}
+
+/*
+ * An in-place run is journaled (journal.h): a tree is then always
+ * checked first, since its check pass writes the plan to the journal.
+ */
 static int drive(struct shiftimg *h, const struct si_backend *b,
 		 const struct si_target *t)
 {
+	struct si_journal *j;
 	int err;
 
 	if (h->flags & SHIFTIMG_DRY_RUN) {
@@ -548,24 +589,24 @@ static int drive(struct shiftimg *h, const struct si_backend *b,
 			err = si_privileged_refuse(h, t->path);
 		return err;
 	}
-	/* A backend that is not atomic is checked before it is changed. */
+	err = si_journal_start(h, b, t, &j);
+	if (err)
+		return err == SI_JOURNAL_NOTHING ? 0 : err;
+	h->journal = j;
 	if ((h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL ||
-	     si_check_privileged(h)) && !(b->flags & SI_BACKEND_ATOMIC)) {
-		err = b->shift(h, t, SI_PASS_CHECK);
-		if (err)
-			return err;
-		if (h->tally.privileged && si_check_privileged(h))
-			return si_privileged_refuse(h, t->path);
-		if (h->tally.st.unmapped &&
-		    h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL)
-			return si_unmapped_refuse(h, t->path);
-		si_tally_free(&h->tally);
+	     si_check_privileged(h) || j) && !(b->flags & SI_BACKEND_ATOMIC)) {
+		err = check_first(h, b, t);
+		if (!err)
+			err = si_journal_planned(j);
 	}
 	/*
 	 * An atomic backend decides both in its one pass, before it puts
 	 * its copy in place (si_check_privileged(), si_privileged_refuse()).
 	 */
-	return b->shift(h, t, SI_PASS_APPLY);
+	if (!err)
+		err = b->shift(h, t, SI_PASS_APPLY);
+	h->journal = NULL;
+	return si_journal_end(j, err);
 }
 
 static double now(void)
