@@ -27,7 +27,9 @@ static void usage(FILE *out)
 "       [--gid-map-file file] [--subid user] [--unmapped=fail|keep|overflow]\n"
 "       [--cross-mounts] [-o output] [--offset bytes] [--names=clear|keep]\n"
 "       [--level n] [--journal file] [--force] [--allow-privileged]\n"
-"       [-j threads] [--json] target ...\n", progname);
+"       [-j threads] [--json] [--stamp|--no-stamp] target ...\n"
+"       %s --status | --rollback [--journal file] target ...\n",
+		progname, progname);
 }
 
 static void die(int code, const char *fmt, ...)
@@ -46,6 +48,7 @@ struct cli {
 	struct shiftimg *h;
 	uint64_t flags;
 	bool json, verbose, quiet, output;
+	bool status, rollback;
 	bool tty;
 	double last, start;
 };
@@ -161,6 +164,8 @@ static int run_one(struct cli *c, const char *target, bool first)
 		fputs("\r\033[K", stderr);
 	if (c->json)
 		json_target(c, target, err, first);
+	if (*shiftimg_notice(c->h) && !c->quiet)
+		fprintf(stderr, "%s: %s\n", progname, shiftimg_notice(c->h));
 	if (!err) {
 		const struct shiftimg_stats *s = shiftimg_stats(c->h);
 
@@ -185,7 +190,8 @@ static int run_one(struct cli *c, const char *target, bool first)
 enum {
 	OPT_UID_MAP_FILE = 256, OPT_GID_MAP_FILE, OPT_SUBID, OPT_UNMAPPED,
 	OPT_CROSS_MOUNTS, OPT_OFFSET, OPT_NAMES, OPT_LEVEL, OPT_JOURNAL,
-	OPT_FORCE, OPT_JSON, OPT_ALLOW_PRIV,
+	OPT_FORCE, OPT_JSON, OPT_ALLOW_PRIV, OPT_STATUS, OPT_ROLLBACK,
+	OPT_STAMP, OPT_NO_STAMP,
 };
 
 static const struct option longopts[] = {
@@ -205,6 +211,10 @@ static const struct option longopts[] = {
 	{ "level", required_argument, NULL, OPT_LEVEL },
 	{ "journal", required_argument, NULL, OPT_JOURNAL },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "status", no_argument, NULL, OPT_STATUS },
+	{ "rollback", no_argument, NULL, OPT_ROLLBACK },
+	{ "stamp", no_argument, NULL, OPT_STAMP },
+	{ "no-stamp", no_argument, NULL, OPT_NO_STAMP },
 	{ "allow-privileged", no_argument, NULL, OPT_ALLOW_PRIV },
 	{ "threads", required_argument, NULL, 'j' },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -293,6 +303,18 @@ static void parse_args(struct cli *c, int argc, char **argv)
 		case OPT_FORCE:
 			c->flags |= SHIFTIMG_FORCE;
 			break;
+		case OPT_STATUS:
+			c->status = true;
+			break;
+		case OPT_ROLLBACK:
+			c->rollback = true;
+			break;
+		case OPT_STAMP:
+			c->flags |= SHIFTIMG_STAMP;
+			break;
+		case OPT_NO_STAMP:
+			c->flags &= ~SHIFTIMG_STAMP;
+			break;
 		case OPT_ALLOW_PRIV:
 			c->flags |= SHIFTIMG_ALLOW_PRIVILEGED;
 			break;
@@ -321,6 +343,21 @@ static void parse_args(struct cli *c, int argc, char **argv)
 	}
 }
 
+/* --status and --rollback: the journal names the map. */
+static int journal_cmd(struct cli *c, const char *target)
+{
+	int err = c->status ? shiftimg_status(c->h, target, stdout) :
+			      shiftimg_rollback(c->h, target);
+
+	if (err) {
+		fprintf(stderr, "%s: %s\n", progname, shiftimg_error(c->h));
+		return EXIT_FAILED;
+	}
+	if (*shiftimg_notice(c->h) && !c->quiet)
+		fprintf(stderr, "%s: %s\n", progname, shiftimg_notice(c->h));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { 0 };
@@ -333,6 +370,17 @@ int main(int argc, char **argv)
 	if (optind == argc) {
 		usage(stderr);
 		exit(EXIT_USAGE);
+	}
+	if (c.status && c.rollback)
+		die(EXIT_USAGE, "--status and --rollback: give one of them");
+	if (c.status || c.rollback) {
+		for (i = optind; i < argc; i++) {
+			rc = journal_cmd(&c, argv[i]);
+			if (rc > code)
+				code = rc;
+		}
+		shiftimg_free(c.h);
+		return code;
 	}
 	if (!shiftimg_map_format(c.h, NULL, 0))
 		die(EXIT_USAGE, "no map given (--map, --uid-map, --gid-map, --subid)");
