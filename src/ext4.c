@@ -11,6 +11,7 @@
  * (recomputing those that did not fit in the budget) and rewrites the
  * quota files.  The check pass is planning alone.
  */
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -137,23 +139,19 @@ uint32_t e4_crc32c(uint32_t crc, const void *p, size_t len)
 	return ext2fs_crc32c_le(crc, p, len);
 }
 
-/* The metadata_csum inode checksum, over the raw on-disk inode. */
-static uint32_t inode_csum(const struct e4_ctx *c, ext2_ino_t ino,
-			   const unsigned char *raw, bool hi)
-{
-	static const unsigned char zero[2];
-	uint32_t inum = htole32(ino), crc;
+/*
+ * The metadata_csum inode checksum: crc32c over the inode number, the
+ * generation and the inode with its checksum fields zeroed.  A single
+ * crc32c chain waits on each instruction's latency, so inodes are
+ * checksummed four at a time in independent chains.
+ */
+#define CSUM_LANES 4
 
-	crc = e4_crc32c(c->seed, &inum, 4);
-	crc = e4_crc32c(crc, raw + I_GENERATION, 4);
-	crc = e4_crc32c(crc, raw, I_CSUM_LO);
-	crc = e4_crc32c(crc, zero, 2);
-	if (c->isz <= I_EXTRA_ISIZE)
-		return e4_crc32c(crc, raw + I_CSUM_LO + 2, c->isz - I_CSUM_LO - 2);
-	crc = e4_crc32c(crc, raw + I_CSUM_LO + 2, I_CSUM_HI - I_CSUM_LO - 2);
-	crc = e4_crc32c(crc, hi ? zero : raw + I_CSUM_HI, 2);
-	return e4_crc32c(crc, raw + I_CSUM_HI + 2, c->isz - I_CSUM_HI - 2);
-}
+struct csum_batch {
+	unsigned int n;
+	ext2_ino_t ino[CSUM_LANES];
+	unsigned char *raw[CSUM_LANES];
+};
 
 static bool inode_has_csum_hi(const struct e4_ctx *c, const unsigned char *raw)
 {
@@ -161,28 +159,136 @@ static bool inode_has_csum_hi(const struct e4_ctx *c, const unsigned char *raw)
 	       get16(raw + I_EXTRA_ISIZE) >= EXT4_INODE_CSUM_HI_EXTRA_END;
 }
 
-static bool inode_csum_ok(const struct e4_ctx *c, ext2_ino_t ino,
-			  const unsigned char *raw)
+static uint64_t get64(const unsigned char *p)
 {
-	bool hi = inode_has_csum_hi(c, raw);
-	uint32_t want = get16(raw + I_CSUM_LO), got = inode_csum(c, ino, raw, hi);
+	uint64_t v;
 
-	if (hi)
-		want |= (uint32_t)get16(raw + I_CSUM_HI) << 16;
-	else
-		got &= 0xffff;
-	return want == got;
+	memcpy(&v, p, sizeof(v));
+	return v;	/* crc32c consumes the bytes in memory order */
 }
 
-static void inode_csum_set(const struct e4_ctx *c, ext2_ino_t ino,
-			   unsigned char *raw)
+#if defined(__x86_64__)
+/* Advances every lane over bytes [off, off + len) of its inode. */
+__attribute__((target("sse4.2")))
+static void lanes_hw(uint64_t crc[CSUM_LANES], unsigned char *const raw[CSUM_LANES],
+		     size_t off, size_t len)
 {
-	bool hi = inode_has_csum_hi(c, raw);
-	uint32_t crc = inode_csum(c, ino, raw, hi);
+	for (; len >= 8; off += 8, len -= 8)
+		for (int l = 0; l < CSUM_LANES; l++)
+			crc[l] = __builtin_ia32_crc32di(crc[l], get64(raw[l] + off));
+	for (; len; off++, len--)
+		for (int l = 0; l < CSUM_LANES; l++)
+			crc[l] = __builtin_ia32_crc32qi((uint32_t)crc[l], raw[l][off]);
+}
 
-	put16(raw + I_CSUM_LO, (uint16_t)crc);
-	if (hi)
-		put16(raw + I_CSUM_HI, (uint16_t)(crc >> 16));
+__attribute__((target("sse4.2")))
+static uint64_t step16_hw(uint64_t crc, uint16_t v)
+{
+	return __builtin_ia32_crc32hi((uint32_t)crc, v);
+}
+#endif
+
+static bool have_hw(void)
+{
+#if defined(__x86_64__)
+	static int hw = -1;
+
+	if (hw < 0)
+		hw = __builtin_cpu_supports("sse4.2");
+	return hw;
+#else
+	return false;
+#endif
+}
+
+static void lanes(uint64_t crc[CSUM_LANES], unsigned char *const raw[CSUM_LANES],
+		  size_t off, size_t len)
+{
+#if defined(__x86_64__)
+	if (have_hw()) {
+		lanes_hw(crc, raw, off, len);
+		return;
+	}
+#endif
+	for (int l = 0; l < CSUM_LANES; l++)
+		crc[l] = ext2fs_crc32c_le((uint32_t)crc[l], raw[l] + off, len);
+}
+
+/* Feeds two bytes (in memory order) of value v to one lane. */
+static uint64_t step16(uint64_t crc, uint16_t v)
+{
+#if defined(__x86_64__)
+	if (have_hw())
+		return step16_hw(crc, v);
+#endif
+	return ext2fs_crc32c_le((uint32_t)crc, (const unsigned char *)&v, 2);
+}
+
+/* The checksums of a batch; lanes past b->n repeat the first inode. */
+static void csum_batch(const struct e4_ctx *c, const struct csum_batch *b,
+		       uint32_t out[CSUM_LANES])
+{
+	unsigned char *raw[CSUM_LANES];
+	uint64_t crc[CSUM_LANES];
+	unsigned int isz = c->isz;
+
+	for (int l = 0; l < CSUM_LANES; l++) {
+		unsigned int i = (unsigned int)l < b->n ? (unsigned int)l : 0;
+		unsigned char pre[8];
+		uint32_t inum = htole32(b->ino[i]);
+
+		raw[l] = b->raw[i];
+		memcpy(pre, &inum, 4);
+		memcpy(pre + 4, raw[l] + I_GENERATION, 4);
+		crc[l] = e4_crc32c(c->seed, pre, 8);
+	}
+	lanes(crc, raw, 0, I_CSUM_LO);
+	for (int l = 0; l < CSUM_LANES; l++)
+		crc[l] = step16(crc[l], 0);
+	if (isz <= I_EXTRA_ISIZE) {
+		lanes(crc, raw, I_CSUM_LO + 2, isz - I_CSUM_LO - 2);
+	} else {
+		lanes(crc, raw, I_CSUM_LO + 2, I_CSUM_HI - I_CSUM_LO - 2);
+		for (int l = 0; l < CSUM_LANES; l++) {
+			uint16_t v;
+
+			memcpy(&v, raw[l] + I_CSUM_HI, 2);
+			crc[l] = step16(crc[l], inode_has_csum_hi(c, raw[l]) ? 0 : v);
+		}
+		lanes(crc, raw, I_CSUM_HI + 2, isz - I_CSUM_HI - 2);
+	}
+	for (int l = 0; l < CSUM_LANES; l++)
+		out[l] = (uint32_t)crc[l];
+}
+
+/* Returns the index of the first inode whose checksum is wrong, or -1. */
+static int csum_verify(const struct e4_ctx *c, const struct csum_batch *b)
+{
+	uint32_t got[CSUM_LANES];
+
+	csum_batch(c, b, got);
+	for (unsigned int i = 0; i < b->n; i++) {
+		bool hi = inode_has_csum_hi(c, b->raw[i]);
+		uint32_t want = get16(b->raw[i] + I_CSUM_LO);
+
+		if (hi)
+			want |= (uint32_t)get16(b->raw[i] + I_CSUM_HI) << 16;
+		if (want != (hi ? got[i] : got[i] & 0xffff))
+			return (int)i;
+	}
+	return -1;
+}
+
+static void csum_set(const struct e4_ctx *c, const struct csum_batch *b)
+{
+	uint32_t crc[CSUM_LANES];
+
+	csum_batch(c, b, crc);
+	for (unsigned int i = 0; i < b->n; i++) {
+		put16(b->raw[i] + I_CSUM_LO, (uint16_t)crc[i]);
+		if (inode_has_csum_hi(c, b->raw[i]))
+			put16(b->raw[i] + I_CSUM_HI, (uint16_t)(crc[i] >> 16));
+	}
 }
 
 /* ---- probing and opening ---- */
@@ -377,33 +483,51 @@ static bool read_line(const char *path, char *buf, size_t size)
 	return ok;
 }
 
-/* Collects the devices of loop devices backed by the image (and their partitions). */
+static bool read_dev(const char *path, dev_t *dev)
+{
+	unsigned int maj, min;
+	char buf[64];
+
+	if (!read_line(path, buf, sizeof(buf)) || sscanf(buf, "%u:%u", &maj, &min) != 2)
+		return false;
+	*dev = makedev(maj, min);
+	return true;
+}
+
+/* Collects the loop devices backed by the image, and their partitions. */
 static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
 {
-	char path[512], back[4096], dev[64];
-	unsigned int maj, min;
+	char path[1024], back[4096];
+	struct dirent *de;
 	size_t n = 0;
+	DIR *d = opendir("/sys/block");
 
-	for (int i = 0; i < 1024 && n < max; i++) {
-		snprintf(path, sizeof(path), "/sys/block/loop%d/loop/backing_file", i);
+	if (!d)
+		return 0;
+	while (n < max && (de = readdir(d))) {
+		const char *name = de->d_name;
+		char *del;
+
+		if (strncmp(name, "loop", 4))
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", name);
 		if (!read_line(path, back, sizeof(back)))
 			continue;
-		char *del = strstr(back, " (deleted)");
-
+		del = strstr(back, " (deleted)");
 		if (del)
 			*del = '\0';
 		if (!same_file(back, img))
 			continue;
-		snprintf(path, sizeof(path), "/sys/block/loop%d/dev", i);
-		if (read_line(path, dev, sizeof(dev)) && sscanf(dev, "%u:%u", &maj, &min) == 2)
-			devs[n++] = makedev(maj, min);
-		for (int p = 1; p < 16 && n < max; p++) {
-			snprintf(path, sizeof(path), "/sys/block/loop%d/loop%dp%d/dev", i, i, p);
-			if (read_line(path, dev, sizeof(dev)) &&
-			    sscanf(dev, "%u:%u", &maj, &min) == 2)
-				devs[n++] = makedev(maj, min);
+		snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
+		if (read_dev(path, &devs[n]))
+			n++;
+		for (int p = 1; p < 64 && n < max; p++) {
+			snprintf(path, sizeof(path), "/sys/block/%s/%sp%d/dev", name, name, p);
+			if (read_dev(path, &devs[n]))
+				n++;
 		}
 	}
+	closedir(d);
 	return n;
 }
 
@@ -828,9 +952,16 @@ static void report(struct e4_ctx *c, ext2_ino_t ino, int own, int body, int blk)
 	si_tally_object(&c->h->tally, path);
 }
 
+/* Is the inode one the shift is for? */
+static bool ino_wanted(const struct e4_ctx *c, ext2_ino_t ino, const unsigned char *raw)
+{
+	return ino_used(c, ino) && get16(raw + I_LINKS) && !is_special(c, ino) &&
+	       !(get32(raw + I_FLAGS) & EXT4_EA_INODE_FL);
+}
+
 /*
- * Shifts one inode in its table buffer.  Returns SI_CHANGED when the
- * inode's bytes changed (its checksum is then set again).
+ * Shifts one wanted inode in its table buffer.  Returns SI_CHANGED when
+ * the inode's bytes changed (the caller sets its checksum again).
  */
 static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 {
@@ -839,12 +970,6 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	blk64_t blk;
 	int own, body, ea = 0;
 
-	if (!links || is_special(c, ino) || (get32(raw + I_FLAGS) & EXT4_EA_INODE_FL))
-		return 0;
-	if (c->csum && !inode_csum_ok(c, ino, raw))
-		return si_error(c->h, EUCLEAN,
-				"%s: inode %u: checksum does not match; nothing was changed (run e2fsck)",
-				c->name, ino);
 	own = shift_owner(c, raw);
 	body = shift_ibody(c, ino, raw);
 	if (body < 0)
@@ -855,8 +980,6 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 		if (ea < 0)
 			return ea;
 	}
-	if ((own | body) & SI_CHANGED && c->csum)
-		inode_csum_set(c, ino, raw);
 	if (!c->replay) {
 		st->objects++;
 		if ((own | body | ea) & SI_CHANGED)
@@ -869,19 +992,83 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	return (own | body) & SI_CHANGED;
 }
 
+static int flush_verify(struct e4_ctx *c, struct csum_batch *b)
+{
+	int bad = c->csum && b->n ? csum_verify(c, b) : -1;
+
+	if (bad >= 0)
+		return si_error(c->h, EUCLEAN,
+				"%s: inode %u: checksum does not match; nothing was changed (run e2fsck)",
+				c->name, b->ino[bad]);
+	b->n = 0;
+	return 0;
+}
+
+static void add_lane(struct csum_batch *b, ext2_ino_t ino, unsigned char *raw)
+{
+	b->ino[b->n] = ino;
+	b->raw[b->n++] = raw;
+}
+
+/*
+ * Shifts a slice of at most SLICE inodes: checksums first (so a bad one
+ * refuses before anything is counted), then the shift, then the new
+ * checksums of the inodes that changed.
+ */
+#define SLICE 64
+
+static int shift_slice(struct e4_ctx *c, ext2_ino_t first, unsigned int n,
+		       unsigned char *buf)
+{
+	ext2_ino_t want[SLICE];
+	unsigned int nw = 0;
+	struct csum_batch b = { 0 };
+	int err, res = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned char *raw = buf + (size_t)i * c->isz;
+
+		if (!ino_wanted(c, first + i, raw))
+			continue;
+		want[nw++] = i;
+		add_lane(&b, first + i, raw);
+		if (b.n == CSUM_LANES && (err = flush_verify(c, &b)))
+			return err;
+	}
+	if ((err = flush_verify(c, &b)))
+		return err;
+	for (unsigned int k = 0; k < nw; k++) {
+		unsigned char *raw = buf + (size_t)want[k] * c->isz;
+		int x = shift_inode(c, first + want[k], raw);
+
+		if (x < 0)
+			return x;
+		res |= x;
+		if (!(x & SI_CHANGED) || !c->csum)
+			continue;
+		add_lane(&b, first + want[k], raw);
+		if (b.n == CSUM_LANES) {
+			csum_set(c, &b);
+			b.n = 0;
+		}
+	}
+	if (b.n)
+		csum_set(c, &b);
+	return res;
+}
+
 static int shift_run(struct e4_ctx *c, struct e4_run *r, unsigned char *buf)
 {
-	unsigned int per = c->bsz / c->isz, n = r->nblk * per;
-	ext2_ino_t last = c->fs->super->s_inodes_count;
+	uint64_t n = (uint64_t)r->nblk * (c->bsz / c->isz);
+	uint64_t last = c->fs->super->s_inodes_count;
 	int res = 0;
 
-	for (unsigned int i = 0; i < n && r->ino + i <= last; i++) {
-		ext2_ino_t ino = r->ino + i;
-		int x;
+	if (r->ino + n - 1 > last)
+		n = last >= r->ino ? last - r->ino + 1 : 0;
+	for (uint64_t i = 0; i < n; i += SLICE) {
+		unsigned int k = n - i < SLICE ? (unsigned int)(n - i) : SLICE;
+		int x = shift_slice(c, r->ino + (ext2_ino_t)i, k, buf + i * c->isz);
 
-		if (!ino_used(c, ino))
-			continue;
-		x = shift_inode(c, ino, buf + (size_t)i * c->isz);
 		if (x < 0)
 			return x;
 		res |= x;
@@ -900,12 +1087,29 @@ static int read_run(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf
 	return 0;
 }
 
+/*
+ * Run buffers are large and, when kept, fresh memory: huge pages spare
+ * the page faults that would otherwise cost as much as the copy.
+ */
+static unsigned char *run_alloc(size_t len)
+{
+	const size_t huge = 2u << 20;
+	void *p;
+
+	if (len < huge)
+		return malloc(len);
+	if (posix_memalign(&p, huge, len))
+		return NULL;
+	madvise(p, len, MADV_HUGEPAGE);
+	return p;
+}
+
 static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 {
 	for (size_t i = 0; i < rs->nr; i++) {
 		struct e4_run *r = &rs->r[i];
 		size_t len = (size_t)r->nblk * c->bsz;
-		unsigned char *buf = malloc(len);
+		unsigned char *buf = run_alloc(len);
 		int res;
 
 		if (!buf)
@@ -937,7 +1141,7 @@ static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
 			continue;
 		if (!buf) {
 			/* Not kept: read and shift again, exactly as planned. */
-			buf = malloc((size_t)r->nblk * c->bsz);
+			buf = run_alloc((size_t)r->nblk * c->bsz);
 			if (!buf)
 				return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 			c->replay = true;
@@ -1166,7 +1370,12 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	if (!err && c.apply)
 		err = apply(&c, &rs);
 out_close:
-	/* Only what we wrote is flushed: the superblock stays as it was. */
+	/*
+	 * Closing writes the superblock (its write counters) when we wrote
+	 * anything; the group descriptors only if the quota files moved.
+	 */
+	if (!c.quota[0].buf && !c.quota[1].buf)
+		c.fs->flags |= EXT2_FLAG_SUPER_ONLY;
 	cerr = ext2fs_close2(c.fs, 0);
 	if (!err && cerr)
 		err = e4_fail(&c, cerr, "flushing");
