@@ -52,9 +52,10 @@ cp -a "$B/minbase" "$B/mnt/minbase"
 setfacl -m u:1000:rwx,g:100:rx "$B/mnt/minbase/var/log"
 chown -R 1000:1000 "$B/mnt/minbase/home" 2>/dev/null || true
 
-# secs CMD...: the wall time of one run.
-secs() { /usr/bin/time -f %e -o "$B/time" "$@" >/dev/null 2>"$B/err" || {
-	cat "$B/err" >&2; return 1; }; cat "$B/time"; }
+# secs CMD...: the wall time of one run, and its CPU time (user + system,
+# less disturbed than wall time when other work shares the machine).
+secs() { /usr/bin/time -f '%e %U %S' -o "$B/time" "$@" >/dev/null 2>"$B/err" || {
+	cat "$B/err" >&2; return 1; }; awk '{printf "%s %.2f", $1, $2 + $3}' "$B/time"; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 peak_kb() { /usr/bin/time -f %M -o "$B/mem" "$@" >/dev/null 2>&1; cat "$B/mem"; }
 restore() { "$S" -q --reverse --map $MAP "$1" >/dev/null; }
@@ -110,6 +111,7 @@ rounds() {	# tree
 	done
 }
 med() { awk -v k="$1" '$1 == k {print $2}' "$B/times" | median; }
+cpu() { awk -v k="$1" '$1 == k {print $3}' "$B/times" | median; }
 
 report() {	# tree label
 	tree=$B/mnt/$1
@@ -123,12 +125,13 @@ report() {	# tree label
 	mem=$(peak_kb "$S" -q --map $MAP "$tree"); restore "$tree"
 	mf=$(mismatches "$tree" "$B/fuidshift-wrap")
 	ms=$(mismatches "$tree" "$S" -q --map $MAP)
-	printf '%-44s %8s s\n' "floor, 1 thread (fstatat+fchownat)" "$f1" \
-		"floor, 2 threads" "$f2" \
-		"fuidshift" "$fu" \
-		"shiftimg (default: check pass + shift)" "$si" \
-		"shiftimg --unmapped=keep (one pass)" "$sk" \
-		"shiftimg --unmapped=keep -j1" "$s1"
+	printf '%-44s %8s %10s\n' "" "wall s" "cpu s"
+	printf '%-44s %8s %10s\n' "floor, 1 thread (fstatat+fchownat)" "$f1" "$(cpu floor1)" \
+		"floor, 2 threads" "$f2" "$(cpu floor2)" \
+		"fuidshift" "$fu" "$(cpu fuidshift)" \
+		"shiftimg (default: check pass + shift)" "$si" "$(cpu shiftimg)" \
+		"shiftimg --unmapped=keep (one pass)" "$sk" "$(cpu keep)" \
+		"shiftimg --unmapped=keep -j1" "$s1" "$(cpu j1)"
 	awk -v fu="$fu" -v si="$si" -v sk="$sk" -v f2="$f2" 'BEGIN {
 		printf "ratio fuidshift / shiftimg:            %6.1fx (keep: %.1fx)\n", fu / si, fu / sk
 		printf "ratio shiftimg / 2-thread floor:       %6.2fx (keep: %.2fx)\n", si / f2, sk / f2
