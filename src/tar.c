@@ -163,8 +163,30 @@ struct fdout {
 	size_t len;
 	uint64_t bytes;
 	EVP_MD_CTX *md;		/* sha256 of what reaches the file */
+	bool flush_behind;	/* a file we fsync at the end */
+	uint64_t flushed;	/* writeback started up to here */
 	int err;
 };
+
+#define FLUSH_STEP	(8ull << 20)
+
+/*
+ * The file is fsynced before the rename: start writeback as we go, and
+ * wait for what is two steps behind, so that the disk works while we
+ * do and the final fsync has little left (and dirty pages stay few).
+ */
+static void flush_behind(struct fdout *o)
+{
+	while (o->bytes - o->flushed >= FLUSH_STEP) {
+		sync_file_range(o->fd, (off_t)o->flushed, FLUSH_STEP,
+				SYNC_FILE_RANGE_WRITE);
+		if (o->flushed >= 2 * FLUSH_STEP)
+			sync_file_range(o->fd, (off_t)(o->flushed - 2 * FLUSH_STEP),
+					FLUSH_STEP, SYNC_FILE_RANGE_WAIT_BEFORE |
+					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		o->flushed += FLUSH_STEP;
+	}
+}
 
 static int fdout_put(struct fdout *o, const unsigned char *p, size_t len)
 {
@@ -182,6 +204,8 @@ static int fdout_put(struct fdout *o, const unsigned char *p, size_t len)
 		done += (size_t)n;
 	}
 	o->bytes += len;
+	if (o->flush_behind)
+		flush_behind(o);
 	return 0;
 }
 
@@ -399,6 +423,7 @@ struct run {
 	int code;			/* ARCHIVE_FILTER_* of the input */
 	int level;
 	bool digest, dry;
+	bool fsync_out;			/* the output is a file, fsynced */
 	EVP_MD_CTX *md_tar;		/* sha256 of the uncompressed output */
 	struct fdout out;
 	struct gzpar *gz;
@@ -406,8 +431,66 @@ struct run {
 	bool pipe_open;
 	uint64_t next_progress;
 	uint64_t in_total;
+	/* Uncompressed file input is read here, without libarchive. */
+	int in_fd;
+	bool direct;
+	unsigned char *rbuf;
 	struct th_ctx th;
 };
+
+static ssize_t direct_read(void *arg, const unsigned char **p)
+{
+	struct run *r = arg;
+	ssize_t n;
+
+	if (r->th.in_bytes >= r->next_progress) {
+		si_progress(r->h, r->th.in_bytes, r->in_total);
+		r->next_progress = r->th.in_bytes + PROGRESS_STEP;
+	}
+	do {
+		n = read(r->in_fd, r->rbuf, IN_BLOCK);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	*p = r->rbuf;
+	return n;
+}
+
+/*
+ * File data of an uncompressed tar to an uncompressed file: let the
+ * kernel copy it (copy_file_range), as cat does; through our buffer
+ * when it cannot.
+ */
+static int direct_pass(void *arg, uint64_t n)
+{
+	struct run *r = arg;
+	struct fdout *o = &r->out;
+	int err = fdout_flush(o);
+
+	while (!err && n) {
+		size_t k = n < (1u << 30) ? (size_t)n : (1u << 30);
+		ssize_t c = copy_file_range(r->in_fd, NULL, o->fd, NULL, k, 0);
+
+		if (c < 0 && errno == EINTR)
+			continue;
+		if (c < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+			      errno == EOPNOTSUPP || errno == EBADF)) {
+			c = read(r->in_fd, r->rbuf, k < IN_BLOCK ? k : IN_BLOCK);
+			if (c > 0)
+				err = fdout_put(o, r->rbuf, (size_t)c);
+		} else if (c > 0) {
+			o->bytes += (uint64_t)c;
+			if (o->flush_behind)
+				flush_behind(o);
+		}
+		if (c < 0)
+			return -errno;
+		if (c == 0)
+			return -ENODATA;
+		n -= (uint64_t)c;
+	}
+	return err;
+}
 
 static ssize_t run_read(void *arg, const unsigned char **p)
 {
@@ -541,6 +624,7 @@ static int open_output(struct run *r, int fd)
 	int err;
 
 	r->out.fd = fd;
+	r->out.flush_behind = r->fsync_out;
 	r->out.buf = malloc(OUT_BUF);
 	if (!r->out.buf)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
@@ -593,6 +677,7 @@ static void run_free(struct run *r)
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
 	free(r->out.buf);
+	free(r->rbuf);
 	th_ctx_free(&r->th);
 }
 
@@ -613,6 +698,14 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 	err = err ?: parse_options(r);
 	if (err)
 		return err;
+	if (r->code == ARCHIVE_FILTER_NONE && lseek(in_fd, 0, SEEK_SET) == 0) {
+		r->rbuf = malloc(IN_BLOCK);
+		if (!r->rbuf)
+			return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+		r->in_fd = in_fd;
+		r->direct = true;
+		r->th.read = direct_read;
+	}
 	if (out_fd < 0) {
 		r->th.write = null_write;
 	} else {
@@ -621,6 +714,8 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 		err = open_output(r, out_fd);
 		if (err)
 			return err;
+		if (r->direct && !r->digest)
+			r->th.pass = direct_pass;
 	}
 	err = th_stream(&r->th);
 	if (err == -EIO && archive_error_string(r->in) && r->th.err[0])
@@ -709,6 +804,7 @@ static int apply_file(struct run *r, const struct si_target *t, const char *dest
 		err = si_error(r->h, errno, "%s: chown: %s", tmp, strerror(errno));
 		goto out_unlink;
 	}
+	r->fsync_out = true;
 	err = run_stream(r, t->fd, fd);
 	if (!err)
 		err = commit(r, fd, tmp, dest, dir);

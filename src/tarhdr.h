@@ -49,6 +49,12 @@ struct th_ctx {
 	ssize_t (*read)(void *arg, const unsigned char **p);
 	/* Writes len bytes: 0 or a -errno. */
 	int (*write)(void *arg, const void *p, size_t len);
+	/*
+	 * Optional: copies the next n input bytes straight to the output
+	 * (file data, when nothing is buffered here): 0, -ENODATA if the
+	 * input ends first, or another -errno.
+	 */
+	int (*pass)(void *arg, uint64_t n);
 	void *io_arg;
 	/* Called for each entry that changes (may be NULL). */
 	void (*list)(void *arg, const char *path, const char *what);
