@@ -569,6 +569,7 @@ static int check_first(struct shiftimg *h, const struct si_backend *b,
 	if (h->tally.st.unmapped &&
 	    h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL)
 		return si_unmapped_refuse(h, t->path);
+	h->planned = h->tally.st.objects;	/* for the apply pass's progress */
 	si_tally_free(&h->tally);
 	return 0;
 }
@@ -627,6 +628,7 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	si_error_clear(h);
 	si_tally_free(&h->tally);
 	h->backend = NULL;
+	h->planned = 0;
 	if (!h->have[0] && !h->have[1])
 		return si_error(h, EINVAL, "no map given");
 	build_rules(h);

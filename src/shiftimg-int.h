@@ -37,6 +37,7 @@ struct shiftimg {
 	const struct si_backend *backend;
 	struct si_journal *journal;	/* the run's journal, or NULL */
 	struct si_tally tally;
+	uint64_t planned;		/* objects the check pass saw, 0 if none */
 	char err[1024];
 	char notice[1024];		/* what the run found (shiftimg_notice) */
 };

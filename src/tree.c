@@ -750,7 +750,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 		.dry = pass == SI_PASS_CHECK,
 		.cross_mounts = h->flags & SHIFTIMG_CROSS_MOUNTS,
 		.max_depth = depth_limit(),
-		.total = pass == SI_PASS_APPLY ? h->tally.st.objects : 0,
+		.total = pass == SI_PASS_APPLY ? h->planned : 0,
 	};
 	struct worker root = { .w = &w, .cwd = -1 };
 	struct si_obj o = { .dirfd = -1, .name = "." };
