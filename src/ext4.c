@@ -32,6 +32,7 @@
 #include <pthread.h>
 
 #include "ext4.h"
+#include "journal.h"
 
 #define RUN_MAX		(8u << 20)	/* bytes of inode table per read */
 #define BUDGET_MAX	((size_t)1 << 30)
@@ -90,9 +91,9 @@ int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
  * Every in-place write of the backend goes through here: runs of
  * inode-table blocks and single EA blocks.  A journal hooks in here.
  */
-int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
-		    const void *buf)
+static int write_now(void *arg, uint64_t blk, unsigned int count, const void *buf)
 {
+	struct e4_ctx *c = arg;
 	errcode_t err;
 
 	err = io_channel_write_blk64(c->fs->io, blk, (int)count, buf);
@@ -102,6 +103,34 @@ int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
 			       (unsigned long long)(blk + count - 1));
 	c->writes += count;
 	return 0;
+}
+
+/*
+ * With a journal (journal.h) the old contents are read back first: the
+ * journal keeps the changed byte ranges, old and new, commits a batch
+ * and only then has write_now() put it in place.
+ */
+int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
+		    const void *buf)
+{
+	size_t len = (size_t)count * c->bsz;
+	errcode_t err;
+
+	if (!c->h->journal)
+		return write_now(c, blk, count, buf);
+	if (c->old_cap < len) {
+		free(c->old);
+		c->old = malloc(len);
+		c->old_cap = c->old ? len : 0;
+		if (!c->old)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	}
+	err = io_channel_read_blk64(c->fs->io, blk, (int)count, c->old);
+	if (err)
+		return e4_fail(c, err, "reading blocks %llu-%llu",
+			       (unsigned long long)blk,
+			       (unsigned long long)(blk + count - 1));
+	return si_journal_block(c->h->journal, blk, count, c->old, buf);
 }
 
 /* ---- crc32c: the inode checksum is on the hot path ---- */
@@ -346,7 +375,7 @@ static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (rw)
 		flags |= EXT2_FLAG_RW | (blockdev ? EXT2_FLAG_EXCLUSIVE : 0);
-	err = ext2fs_open2(path, opts, flags, 0, 0, unix_io_manager, &c->fs);
+	err = ext2fs_open2(path, opts, flags, 0, 0, si_journal_io_manager(), &c->fs);
 	if (err == EXT2_ET_BAD_MAGIC && !off)
 		return si_error(c->h, EINVAL,
 				"%s: no ext2/3/4 superblock at the start; for a partitioned disk give --offset BYTES",
@@ -1299,6 +1328,7 @@ static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 	free(c->meta);
 	free(c->ibits);
 	free(c->scratch);
+	free(c->old);
 	e4_quota_free(c);
 }
 
@@ -1326,9 +1356,14 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 
 	if (c->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL && c->h->tally.st.unmapped)
 		return si_unmapped_refuse(c->h, c->name);
+	if (c->h->journal)
+		si_journal_blocks(c->h->journal, c->bsz, write_now, c);
 	err = write_runs(c, rs);
 	if (!err)
 		err = write_ea(c);
+	/* The quota files are written by libext2fs, after everything journaled. */
+	if (!err)
+		err = si_journal_flush(c->h->journal);
 	if (!err)
 		err = e4_quota_write(c);
 	return err;
@@ -1420,7 +1455,7 @@ static int ext4_shift(struct shiftimg *h, const struct si_target *t,
 	return err;
 }
 
-static const char *const ext4_options[] = { "output", "offset", NULL };
+static const char *const ext4_options[] = { "output", "offset", "journal", NULL };
 
 const struct si_backend si_ext4_backend = {
 	.name = "ext4",

@@ -58,6 +58,8 @@ struct e4_ctx {
 	/* Scratch for xattr areas: one block plus values moved aside. */
 	unsigned char *scratch;
 	uint64_t writes;		/* blocks written */
+	unsigned char *old;		/* blocks as they were, for the journal */
+	size_t old_cap;
 };
 
 /* ext4.c: the one place that writes a run of blocks in place. */
