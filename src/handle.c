@@ -254,7 +254,9 @@ int shiftimg_map_format(const struct shiftimg *h, char *buf, size_t size)
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < h->given[k].nr; i++) {
 			const struct si_extent *e = &h->given[k].ext[i];
-			int n = snprintf(buf + len, len < size ? size - len : 0,
+			/* Measuring (buf NULL) or truncated: no pointer past buf. */
+			int n = snprintf(len < size ? buf + len : NULL,
+					 len < size ? size - len : 0,
 					 "%s%c:%u:%u:%u", len ? " " : "",
 					 k ? 'g' : 'u', e->first, e->target,
 					 e->count);
