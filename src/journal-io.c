@@ -1,12 +1,19 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * A libext2fs io_manager that simulates power loss, for the fault
- * tests (SHIFTIMG_FAULT=KIND:N:power).  It sits on unix_io and keeps
- * every written block in memory until the next flush; reads see those
- * blocks.  When the fault fires the process dies with them, exactly as
- * a power cut loses writes still in a disk's cache: only what was
- * flushed reaches the image.  Without the switch the backend gets
- * unix_io itself.
+ * The libext2fs io_manager the ext4 backend opens images with.  It sits
+ * on unix_io and is the one path every write of libext2fs takes, the
+ * backend's own block runs as well as quota files, inodes, bitmaps and
+ * superblocks written by the library:
+ *
+ * - with a journal, each write is handed to the journal with the bytes
+ *   it replaces; the journal issues it once its batch is durable, and
+ *   reads see the writes still queued;
+ * - under SHIFTIMG_FAULT=KIND:N:power (the fault tests) it also keeps
+ *   every issued write in memory until the next flush, so that dying at
+ *   the fault loses them, exactly as a power cut loses what a disk had
+ *   not yet written.
+ *
+ * Without either it is not used: the backend gets unix_io itself.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,20 +25,25 @@
 
 #define SLOTS_MIN	1024
 
+/* A block written since the last flush (power-loss mode only). */
 struct lost {
 	unsigned long long blk;		/* ~0: empty */
 	unsigned char *data;
 };
 
-struct power {
+struct sio {
 	io_channel real;
+	struct si_journal *j;
+	bool power;
 	struct lost *slot;		/* open addressing by block number */
 	size_t cap, nr;
 };
 
-static struct struct_io_manager power_manager;
+static struct struct_io_manager sio_manager;
 
-static size_t slot_of(const struct power *p, unsigned long long blk)
+/* ---- the power-loss overlay ---- */
+
+static size_t slot_of(const struct sio *p, unsigned long long blk)
 {
 	size_t i = (size_t)(blk * 0x9e3779b97f4a7c15ull) & (p->cap - 1);
 
@@ -40,17 +52,8 @@ static size_t slot_of(const struct power *p, unsigned long long blk)
 	return i;
 }
 
-static void slots_init(struct struct_io_channel *ch)
+static errcode_t grow(struct sio *p)
 {
-	struct power *p = ch->private_data;
-
-	for (size_t i = 0; i < p->cap; i++)
-		p->slot[i] = (struct lost){ ~0ull, NULL };
-}
-
-static errcode_t grow(io_channel ch)
-{
-	struct power *p = ch->private_data;
 	struct lost *old = p->slot;
 	size_t cap = p->cap;
 
@@ -61,7 +64,8 @@ static errcode_t grow(io_channel ch)
 		p->cap = cap;
 		return EXT2_ET_NO_MEMORY;
 	}
-	slots_init(ch);
+	for (size_t i = 0; i < p->cap; i++)
+		p->slot[i] = (struct lost){ ~0ull, NULL };
 	for (size_t i = 0; i < cap; i++)
 		if (old[i].blk != ~0ull)
 			p->slot[slot_of(p, old[i].blk)] = old[i];
@@ -69,71 +73,152 @@ static errcode_t grow(io_channel ch)
 	return 0;
 }
 
-static void drop_all(struct power *p)
+static errcode_t keep_block(struct sio *p, unsigned long long blk,
+			    const void *data, size_t bsz)
 {
+	size_t s;
+	errcode_t err;
+
+	if ((p->nr + 1) * 2 > p->cap && (err = grow(p)))
+		return err;
+	s = slot_of(p, blk);
+	if (p->slot[s].blk == ~0ull) {
+		p->slot[s].data = malloc(bsz);
+		if (!p->slot[s].data)
+			return EXT2_ET_NO_MEMORY;
+		p->slot[s].blk = blk;
+		p->nr++;
+	}
+	memcpy(p->slot[s].data, data, bsz);
+	return 0;
+}
+
+/* Puts the kept blocks on the image and flushes it. */
+static errcode_t overlay_flush(struct sio *p)
+{
+	errcode_t err = 0;
+
 	for (size_t i = 0; i < p->cap; i++) {
+		if (p->slot[i].blk == ~0ull)
+			continue;
+		if (!err)
+			err = io_channel_write_blk64(p->real, p->slot[i].blk, 1,
+						     p->slot[i].data);
 		free(p->slot[i].data);
 		p->slot[i] = (struct lost){ ~0ull, NULL };
 	}
 	p->nr = 0;
-}
-
-static errcode_t power_open(const char *name, int flags, io_channel *chp)
-{
-	io_channel ch = calloc(1, sizeof(*ch));
-	struct power *p = calloc(1, sizeof(*p));
-	errcode_t err;
-
-	if (!ch || !p) {
-		free(ch);
-		free(p);
-		return EXT2_ET_NO_MEMORY;
-	}
-	ch->private_data = p;
-	err = unix_io_manager->open(name, flags, &p->real);
-	if (!err)
-		err = grow(ch);
-	if (err) {
-		if (p->real)
-			io_channel_close(p->real);
-		free(p->slot);
-		free(p);
-		free(ch);
-		return err;
-	}
-	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
-	ch->manager = &power_manager;
-	ch->name = strdup(name);
-	ch->block_size = p->real->block_size;
-	ch->refcount = 1;
-	ch->flags = p->real->flags;
-	*chp = ch;
-	return 0;
-}
-
-static errcode_t power_flush(io_channel ch)
-{
-	struct power *p = ch->private_data;
-	errcode_t err = 0;
-
-	for (size_t i = 0; i < p->cap && !err; i++)
-		if (p->slot[i].blk != ~0ull)
-			err = io_channel_write_blk64(p->real, p->slot[i].blk, 1,
-						     p->slot[i].data);
-	if (!err)
-		err = io_channel_flush(p->real);
-	drop_all(p);
 	return err;
 }
 
-static errcode_t power_close(io_channel ch)
+/* ---- below the journal: the image, or the overlay on it ---- */
+
+static errcode_t lower_read(io_channel ch, unsigned long long blk, int count,
+			    void *data)
 {
-	struct power *p = ch->private_data;
+	struct sio *p = ch->private_data;
+	size_t bsz = (size_t)ch->block_size;
+	errcode_t err = io_channel_read_blk64(p->real, blk, count, data);
+
+	if (err || !p->nr)
+		return err;
+	for (int i = 0; i < count; i++) {
+		size_t s = slot_of(p, blk + (unsigned int)i);
+
+		if (p->slot[s].blk != ~0ull)
+			memcpy((unsigned char *)data + (size_t)i * bsz,
+			       p->slot[s].data, bsz);
+	}
+	return 0;
+}
+
+static errcode_t lower_write(io_channel ch, unsigned long long blk, int count,
+			     const void *data)
+{
+	struct sio *p = ch->private_data;
+	size_t bsz = (size_t)ch->block_size;
+	errcode_t err = 0;
+
+	if (!p->power)
+		return io_channel_write_blk64(p->real, blk, count, data);
+	for (int i = 0; i < count && !err; i++)
+		err = keep_block(p, blk + (unsigned int)i,
+				 (const unsigned char *)data + (size_t)i * bsz, bsz);
+	return err;
+}
+
+/* The journal's way to issue a committed write. */
+static int issue(void *arg, uint64_t blk, unsigned int count, const void *buf)
+{
+	errcode_t err = lower_write(arg, blk, (int)count, buf);
+
+	return err ? (err < 4096 ? -(int)err : -EIO) : 0;
+}
+
+/* ---- the channel ---- */
+
+static errcode_t sio_open(const char *name, int flags, io_channel *chp)
+{
+	io_channel ch = calloc(1, sizeof(*ch));
+	struct sio *p = calloc(1, sizeof(*p));
+	errcode_t err;
+
+	if (!ch || !p || !(ch->name = strdup(name))) {
+		err = EXT2_ET_NO_MEMORY;
+		goto out_free;
+	}
+	p->j = si_journal_active();
+	p->power = si_fault_power();
+	err = unix_io_manager->open(name, flags, &p->real);
+	if (!err && p->power)
+		err = grow(p);
+	if (err)
+		goto out_free;
+	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
+	ch->manager = &sio_manager;
+	ch->private_data = p;
+	ch->block_size = p->real->block_size;
+	ch->refcount = 1;
+	ch->flags = p->real->flags;
+	if (p->j)
+		si_journal_io_attach(p->j, (unsigned int)ch->block_size, issue, ch);
+	*chp = ch;
+	return 0;
+out_free:
+	if (p && p->real)
+		io_channel_close(p->real);
+	if (p)
+		free(p->slot);
+	free(p);
+	if (ch)
+		free(ch->name);
+	free(ch);
+	return err;
+}
+
+/* Commits and issues what the journal holds, then flushes the image. */
+static errcode_t sio_flush(io_channel ch)
+{
+	struct sio *p = ch->private_data;
+	errcode_t err = 0;
+
+	if (p->j && si_journal_flush(p->j) < 0)
+		err = EXT2_ET_SHORT_WRITE;
+	if (!err && p->power)
+		err = overlay_flush(p);
+	if (!err)
+		err = io_channel_flush(p->real);
+	return err;
+}
+
+static errcode_t sio_close(io_channel ch)
+{
+	struct sio *p = ch->private_data;
 	errcode_t err;
 
 	if (--ch->refcount > 0)
 		return 0;
-	err = power_flush(ch);
+	err = sio_flush(ch);
 	io_channel_close(p->real);
 	free(p->slot);
 	free(p);
@@ -142,119 +227,127 @@ static errcode_t power_close(io_channel ch)
 	return err;
 }
 
-static errcode_t power_set_blksize(io_channel ch, int blksize)
+static errcode_t sio_set_blksize(io_channel ch, int blksize)
 {
-	struct power *p = ch->private_data;
+	struct sio *p = ch->private_data;
 	errcode_t err;
 
-	/* Blocks kept at the old size would no longer line up. */
-	err = power_flush(ch);
+	/* Writes queued or kept at the old size would no longer line up. */
+	err = sio_flush(ch);
 	if (!err)
 		err = io_channel_set_blksize(p->real, blksize);
 	ch->block_size = blksize;
+	if (p->j)
+		si_journal_io_attach(p->j, (unsigned int)blksize, issue, ch);
 	return err;
 }
 
-static errcode_t power_read64(io_channel ch, unsigned long long blk, int count,
-			      void *data)
+static errcode_t sio_read64(io_channel ch, unsigned long long blk, int count,
+			    void *data)
 {
-	struct power *p = ch->private_data;
-	size_t bsz = (size_t)ch->block_size, n;
-	errcode_t err = io_channel_read_blk64(p->real, blk, count, data);
+	struct sio *p = ch->private_data;
+	size_t bsz = (size_t)ch->block_size;
+	unsigned char *b;
+	errcode_t err;
 
-	if (err)
+	if (count < 0) {
+		/* A byte count: read whole blocks, hand back the part asked for. */
+		size_t n = ((size_t)-count + bsz - 1) / bsz;
+
+		b = malloc(n * bsz);
+		if (!b)
+			return EXT2_ET_NO_MEMORY;
+		err = sio_read64(ch, blk, (int)n, b);
+		if (!err)
+			memcpy(data, b, (size_t)-count);
+		free(b);
 		return err;
-	n = count < 0 ? ((size_t)-count + bsz - 1) / bsz : (size_t)count;
-	for (size_t i = 0; i < n; i++) {
-		size_t s = slot_of(p, blk + i);
-
-		if (p->slot[s].blk != ~0ull) {
-			size_t len = count < 0 && i == n - 1 && (size_t)-count % bsz ?
-				     (size_t)-count % bsz : bsz;
-
-			memcpy((unsigned char *)data + i * bsz, p->slot[s].data, len);
-		}
 	}
+	err = lower_read(ch, blk, count, data);
+	if (err || !p->j)
+		return err;
+	for (int i = 0; i < count; i++)
+		si_journal_peek(p->j, blk + (unsigned int)i,
+				(unsigned char *)data + (size_t)i * bsz);
 	return 0;
 }
 
-static errcode_t power_write64(io_channel ch, unsigned long long blk, int count,
-			       const void *data)
+static errcode_t sio_write64(io_channel ch, unsigned long long blk, int count,
+			     const void *data)
 {
-	struct power *p = ch->private_data;
-	size_t bsz = (size_t)ch->block_size, n;
+	struct sio *p = ch->private_data;
+	size_t bsz = (size_t)ch->block_size, len;
+	unsigned char *old;
 	errcode_t err;
+	int ret;
 
 	if (count < 0) {
 		/* A partial block: merge it into what the block holds now. */
 		if ((size_t)-count > bsz)
 			return EXT2_ET_UNIMPLEMENTED;
-		unsigned char *b = malloc(bsz);
-
-		if (!b)
+		old = malloc(bsz);
+		if (!old)
 			return EXT2_ET_NO_MEMORY;
-		err = power_read64(ch, blk, 1, b);
+		err = sio_read64(ch, blk, 1, old);
 		if (!err) {
-			memcpy(b, data, (size_t)-count);
-			err = power_write64(ch, blk, 1, b);
+			memcpy(old, data, (size_t)-count);
+			err = sio_write64(ch, blk, 1, old);
 		}
-		free(b);
+		free(old);
 		return err;
 	}
-	n = (size_t)count;
-	for (size_t i = 0; i < n; i++) {
-		size_t s;
-
-		if ((p->nr + 1) * 2 > p->cap && (err = grow(ch)))
-			return err;
-		s = slot_of(p, blk + i);
-		if (p->slot[s].blk == ~0ull) {
-			p->slot[s].data = malloc(bsz);
-			if (!p->slot[s].data)
-				return EXT2_ET_NO_MEMORY;
-			p->slot[s].blk = blk + i;
-			p->nr++;
-		}
-		memcpy(p->slot[s].data, (const unsigned char *)data + i * bsz, bsz);
+	if (!p->j)
+		return lower_write(ch, blk, count, data);
+	len = (size_t)count * bsz;
+	old = malloc(len);
+	if (!old)
+		return EXT2_ET_NO_MEMORY;
+	err = sio_read64(ch, blk, count, old);
+	if (!err) {
+		ret = si_journal_io_block(p->j, blk, (unsigned int)count, old, data);
+		if (ret < 0)
+			err = ret > -4096 ? (errcode_t)-ret : EXT2_ET_SHORT_WRITE;
 	}
-	return 0;
+	free(old);
+	return err;
 }
 
-static errcode_t power_read(io_channel ch, unsigned long blk, int count, void *data)
+static errcode_t sio_read(io_channel ch, unsigned long blk, int count, void *data)
 {
-	return power_read64(ch, blk, count, data);
+	return sio_read64(ch, blk, count, data);
 }
 
-static errcode_t power_write(io_channel ch, unsigned long blk, int count,
-			     const void *data)
+static errcode_t sio_write(io_channel ch, unsigned long blk, int count,
+			   const void *data)
 {
-	return power_write64(ch, blk, count, data);
+	return sio_write64(ch, blk, count, data);
 }
 
-static errcode_t power_set_option(io_channel ch, const char *opt, const char *arg)
+static errcode_t sio_set_option(io_channel ch, const char *opt, const char *arg)
 {
-	struct power *p = ch->private_data;
+	struct sio *p = ch->private_data;
 
 	return p->real->manager->set_option ?
 	       p->real->manager->set_option(p->real, opt, arg) :
 	       EXT2_ET_INVALID_ARGUMENT;
 }
 
-static struct struct_io_manager power_manager = {
+static struct struct_io_manager sio_manager = {
 	.magic = EXT2_ET_MAGIC_IO_MANAGER,
-	.name = "shiftimg power-loss I/O manager",
-	.open = power_open,
-	.close = power_close,
-	.set_blksize = power_set_blksize,
-	.read_blk = power_read,
-	.write_blk = power_write,
-	.flush = power_flush,
-	.set_option = power_set_option,
-	.read_blk64 = power_read64,
-	.write_blk64 = power_write64,
+	.name = "shiftimg journal I/O manager",
+	.open = sio_open,
+	.close = sio_close,
+	.set_blksize = sio_set_blksize,
+	.read_blk = sio_read,
+	.write_blk = sio_write,
+	.flush = sio_flush,
+	.set_option = sio_set_option,
+	.read_blk64 = sio_read64,
+	.write_blk64 = sio_write64,
 };
 
 struct struct_io_manager *si_journal_io_manager(void)
 {
-	return si_fault_power() ? &power_manager : unix_io_manager;
+	return si_journal_active() || si_fault_power() ? &sio_manager :
+							 unix_io_manager;
 }

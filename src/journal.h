@@ -90,14 +90,29 @@ int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
 		     const void *old, const void *new);
 /* Commits and writes what is queued (before the image is closed). */
 int si_journal_flush(struct si_journal *j);
+/* Copies the newest queued version of block blk into buf, if any. */
+bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf);
 
 /*
- * The io_manager the ext4 backend opens images with: unix_io, or under
- * SHIFTIMG_FAULT=...:power one that loses every write since the last
- * flush when the fault fires.
+ * The io_manager the ext4 backend opens images with (journal-io.c):
+ * during a journaled run, one that sends every write of libext2fs
+ * through the journal (quota files and bitmaps included); under
+ * SHIFTIMG_FAULT=...:power, one that loses every write since the last
+ * flush when the fault fires; else unix_io.  Call it for each open.
+ *
+ * Once an image is open through it, si_journal_block() is a plain
+ * write through the function given to si_journal_blocks(): the I/O
+ * layer below journals it, and everything else libext2fs writes.
  */
 struct struct_io_manager;
 struct struct_io_manager *si_journal_io_manager(void);
+/* The journal of the run in progress on this thread, or NULL. */
+struct si_journal *si_journal_active(void);
+/* For journal-io.c: its own writer, and the journaling of one write. */
+void si_journal_io_attach(struct si_journal *j, unsigned int bsz,
+			  si_journal_write_fn *fn, void *arg);
+int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
+			const void *old, const void *new);
 
 /* ---- fault injection (SHIFTIMG_FAULT=write:N, sync:N, any:N) ---- */
 
