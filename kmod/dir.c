@@ -192,6 +192,26 @@ static int shiftfs_rmdir(struct inode *dir, struct dentry *dentry)
 	return shiftfs_remove(dir, dentry, true);
 }
 
+/* The whiteout the lower left in old's place needs its owner too. */
+static int shiftfs_fixup_whiteout(struct super_block *sb,
+				  struct dentry *lower_parent,
+				  struct dentry *old)
+{
+	struct shiftfs_sb_info *sbi = shiftfs_sbi(sb);
+	struct dentry *wh;
+	int err;
+
+	if (!sbi->fixup)
+		return 0;
+	wh = shiftfs_vfs_lookup(SHIFTFS_IDMAP(sbi), &old->d_name, lower_parent);
+	if (IS_ERR(wh))
+		return PTR_ERR(wh);
+	err = d_is_positive(wh) ?
+	      shiftfs_fixup_owner(sb, d_inode(lower_parent), wh) : 0;
+	dput(wh);
+	return err;
+}
+
 struct shiftfs_rename {
 	struct dentry *old_parent, *new_parent;	/* lower */
 	struct dentry *old, *new;		/* lower */
@@ -202,10 +222,11 @@ struct shiftfs_rename {
  * (a plain rename would destroy the target), RENAME_WHITEOUT must leave
  * its whiteout, RENAME_NOREPLACE must fail on an existing target.
  */
-static int shiftfs_do_rename(struct shiftfs_sb_info *sbi,
-			     struct shiftfs_rename *r, struct dentry *old,
-			     struct dentry *new, unsigned int flags)
+static int shiftfs_do_rename(struct super_block *sb, struct shiftfs_rename *r,
+			     struct dentry *old, struct dentry *new,
+			     unsigned int flags)
 {
+	struct shiftfs_sb_info *sbi = shiftfs_sbi(sb);
 	struct dentry *trap;
 	int err;
 
@@ -227,6 +248,8 @@ static int shiftfs_do_rename(struct shiftfs_sb_info *sbi,
 
 	err = shiftfs_vfs_rename(SHIFTFS_IDMAP(sbi), d_inode(r->old_parent),
 				 r->old, d_inode(r->new_parent), r->new, flags);
+	if (!err && (flags & RENAME_WHITEOUT))
+		err = shiftfs_fixup_whiteout(sb, r->old_parent, old);
 out_dput_new:
 	dput(r->new);
 out_dput_old:
@@ -250,7 +273,7 @@ static int shiftfs_rename(shiftfs_mnt_t *mnt, struct inode *olddir,
 	err = shiftfs_want_write(sb);
 	if (err)
 		return err;
-	err = shiftfs_do_rename(shiftfs_sbi(sb), &r, old, new, flags);
+	err = shiftfs_do_rename(sb, &r, old, new, flags);
 	shiftfs_drop_write(sb);
 
 	shiftfs_copyattr(olddir);

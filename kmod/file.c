@@ -22,7 +22,11 @@ int shiftfs_open_lower(struct inode *inode, struct file *file)
 	struct file *lower;
 	struct path path;
 
-	shiftfs_lower_path(file->f_path.dentry, &path);
+	/*
+	 * Not f_path: overlayfs opens us with its own path on top, and only
+	 * file_dentry() gives back our dentry then.
+	 */
+	shiftfs_lower_path(file_dentry(file), &path);
 	lower = dentry_open(&path, file->f_flags & ~SHIFTFS_OPEN_DROP,
 			    current_cred());
 	if (IS_ERR(lower))
