@@ -144,6 +144,19 @@ static int security_in_userns(void *arg)
 	return vt_failures != 0;
 }
 
+static int mount_in_foreign_mntns(void *arg)
+{
+	int rc = mount("/mark/ext4/a", "/s", "shiftfs", 0, NULL);
+
+	(void)arg;
+	vt_check(rc && errno == EPERM, "userns: refused in a mount namespace "
+		 "the user namespace does not own (%s)",
+		 rc ? strerrorname_np(errno) : "mounted");
+	if (!rc)
+		umount("/s");
+	return vt_failures != 0;
+}
+
 static int do_security(void)
 {
 	struct stat st;
@@ -155,7 +168,10 @@ static int do_security(void)
 		 "the mark shows ids unshifted");
 	rc = vt_in_userns(security_in_userns, NULL, NULL, NULL);
 	vt_check(rc == 0, "security checks in a user namespace");
-	return vt_failures != 0 || rc;
+	rc = vt_in_userns_flags(VT_KEEP_MNTNS, mount_in_foreign_mntns, NULL,
+				NULL, NULL);
+	vt_check(rc == 0, "security checks in the initial mount namespace");
+	return vt_failures != 0;
 }
 
 /* ---- shiftfs vs idmapped mount ---- */
@@ -307,12 +323,34 @@ static void same_raw(const char *what, const char *a, const char *b,
 	free(tb);
 }
 
+/* What the container did, as stored: the inverse map, spelled out. */
+static void stored_as(const char *lower)
+{
+	char p[256];
+	struct stat st;
+
+#define AT(name) (snprintf(p, sizeof(p), "%s/%s", lower, name), p)
+	vt_check(!lstat(AT("renamed"), &st) && st.st_uid == 0 &&
+		 st.st_gid == 0, "%s: container root's file stored as 0:0",
+		 lower);
+	vt_check(!lstat(AT("f_user"), &st) && st.st_uid == 1001 &&
+		 st.st_gid == 1002, "%s: chown 1001:1002 stored as such",
+		 lower);
+	vt_check(!lstat(AT("d_sgid/sub_by_user"), &st) && st.st_uid == 1000 &&
+		 st.st_gid == 1000 && (st.st_mode & S_ISGID),
+		 "%s: setgid directory inherited as stored", lower);
+	vt_check(!lstat(AT("tmplinked"), &st) && st.st_uid == 0,
+		 "%s: O_TMPFILE owner stored as 0", lower);
+#undef AT
+}
+
 static int do_ext4(void)
 {
 	struct run r = { "ext4", "/mark/ext4/a", "/lower/ext4/tree/b",
 			 OPS_EXT4 };
 
 	do_compare(&r);
+	stored_as("/lower/ext4/tree/a");
 	same_raw("ext4: same ids on disk via shiftfs and idmapped mount",
 		 "/lower/ext4/tree/a", "/lower/ext4/tree/b", 0);
 	return vt_failures != 0;
@@ -323,6 +361,7 @@ static int do_tmpfs(void)
 	struct run r = { "tmpfs", "/mark/tmpfs/a", NULL, 0 };
 
 	do_compare(&r);
+	stored_as("/lower/tmpfs/tree/a");
 	same_raw("tmpfs: ids on disk as the ext4 idmapped run stored them",
 		 "/lower/tmpfs/tree/a", "/lower/ext4/tree/b",
 		 VT_LIST_NO_USER_XATTR);

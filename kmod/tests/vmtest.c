@@ -167,10 +167,12 @@ static void send_byte(int fd)
 }
 
 /* In the child: become the namespace's root, with mounts of its own. */
-static void become_container_root(void)
+static void become_container_root(bool own_mntns)
 {
 	if (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0))
 		vt_die("becoming root in the user namespace");
+	if (!own_mntns)
+		return;
 	if (unshare(CLONE_NEWNS))
 		vt_die("unshare(CLONE_NEWNS)");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
@@ -179,6 +181,12 @@ static void become_container_root(void)
 
 int vt_in_userns(int (*fn)(void *), void *arg,
 		 int (*before_go)(int userns_fd, void *), void *parg)
+{
+	return vt_in_userns_flags(0, fn, arg, before_go, parg);
+}
+
+int vt_in_userns_flags(unsigned int flags, int (*fn)(void *), void *arg,
+		       int (*before_go)(int userns_fd, void *), void *parg)
 {
 	int up[2], down[2], status, fd, rc = 0;
 	char map[64], path[64];
@@ -195,7 +203,7 @@ int vt_in_userns(int (*fn)(void *), void *arg,
 			vt_die("unshare(CLONE_NEWUSER)");
 		send_byte(up[1]);
 		wait_byte(down[0]);
-		become_container_root();
+		become_container_root(!(flags & VT_KEEP_MNTNS));
 		fflush(stdout);
 		_exit(fn(arg));
 	}

@@ -47,6 +47,11 @@ bool vt_file_is(const char *path, const char *want);
 int vt_in_userns(int (*fn)(void *), void *arg,
 		 int (*before_go)(int userns_fd, void *), void *parg);
 
+/* The same, staying in the parent's mount namespace (not owned by it). */
+#define VT_KEEP_MNTNS	(1u << 0)
+int vt_in_userns_flags(unsigned int flags, int (*fn)(void *), void *arg,
+		       int (*before_go)(int userns_fd, void *), void *parg);
+
 /* Forks, switches to uid/gid (in the current namespace), runs fn. */
 int vt_as_user(uid_t uid, gid_t gid, int (*fn)(void *), void *arg);
 
