@@ -36,9 +36,35 @@ struct dentry *shiftfs_lookup(struct inode *dir, struct dentry *dentry,
 	return d_splice_alias(inode, dentry);
 }
 
+/* A rename below keeps the lower dentry hashed, under its new name. */
+static bool shiftfs_same_name(const struct dentry *dentry,
+			      struct dentry *lower, bool rcu)
+{
+	unsigned int seq;
+	bool same;
+
+	if (!rcu) {
+		spin_lock(&lower->d_lock);
+		same = lower->d_name.len == dentry->d_name.len &&
+		       !memcmp(lower->d_name.name, dentry->d_name.name,
+			       dentry->d_name.len);
+		spin_unlock(&lower->d_lock);
+		return same;
+	}
+	/* d_seq moves on every rename: a changing name is not trusted. */
+	seq = raw_seqcount_begin(&lower->d_seq);
+	same = READ_ONCE(lower->d_name.len) == dentry->d_name.len &&
+	       !memcmp(READ_ONCE(lower->d_name.name), dentry->d_name.name,
+		       dentry->d_name.len);
+	if (read_seqcount_retry(&lower->d_seq, seq))
+		return false;
+	return same;
+}
+
 /*
  * Our dentry is good while its lower dentry still names the same inode
- * under the same parent; the lower tree may change behind our back.
+ * under the same parent and name; the lower tree may change behind our
+ * back.
  */
 static int shiftfs_d_revalidate(struct dentry *dentry, unsigned int flags)
 {
@@ -55,6 +81,8 @@ static int shiftfs_d_revalidate(struct dentry *dentry, unsigned int flags)
 		parent = READ_ONCE(dentry->d_parent);
 		if (READ_ONCE(lower->d_parent) != READ_ONCE(parent->d_fsdata))
 			return 0;
+		if (!shiftfs_same_name(dentry, lower, flags & LOOKUP_RCU))
+			return (flags & LOOKUP_RCU) ? -ECHILD : 0;
 	}
 	if (!(lower->d_flags & DCACHE_OP_REVALIDATE))
 		return 1;

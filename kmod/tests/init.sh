@@ -27,6 +27,7 @@ if run setup; then
 	run ext4
 	run tmpfs
 	run whiteout
+	run behind
 	run overlay
 	if [ -b /dev/vdb ] && [ -b /dev/vdc ]; then
 		run pair /dev/vdb /dev/vdc

@@ -265,7 +265,10 @@ static void op_rename(struct vt_buf *log, const char *tgt)
 	vt_log_rc(log, "rename", rename("new", "renamed"));
 	vt_log_rc(log, "exchange", renameat2(AT_FDCWD, "x1", AT_FDCWD, "x2",
 					     RENAME_EXCHANGE));
-	vt_check(vt_file_is("x1", "two") && vt_file_is("x2", "one"),
+	/* nlink too: a plain rename would leave an unlinked inode behind. */
+	vt_check(vt_file_is("x1", "two") && vt_file_is("x2", "one") &&
+		 !stat("x1", &st) && st.st_nlink == 1 &&
+		 !stat("x2", &st) && st.st_nlink == 1,
 		 "%s: RENAME_EXCHANGE swaps and keeps both files", tgt);
 	vt_log_rc(log, "noreplace", renameat2(AT_FDCWD, "renamed", AT_FDCWD,
 					      "f_root", RENAME_NOREPLACE));

@@ -6,7 +6,8 @@
  *   shiftfs-test security	mark rules (who may mount what, noexec)
  *   shiftfs-test ext4		shiftfs vs an idmapped mount, same userns
  *   shiftfs-test tmpfs		shiftfs on tmpfs vs the ext4 idmapped run
- *   shiftfs-test whiteout	RENAME_WHITEOUT (needs real root)
+ *   shiftfs-test whiteout	RENAME_WHITEOUT through a mount by real root
+ *   shiftfs-test behind		the lower changed behind shiftfs' back
  *   shiftfs-test overlay	shiftfs as an overlayfs lower layer
  *   shiftfs-test pair DEV DEV	an image through shiftfs vs shifted copy
  *   shiftfs-test stress SECS	random operations, then unmount, rmmod
@@ -395,6 +396,45 @@ static int do_whiteout(void)
 	return vt_failures != 0;
 }
 
+/* ---- the lower changes behind shiftfs: cached names must follow ---- */
+
+static void behind_on(const char *mark, const char *lower)
+{
+	char a[256], b[256], c[256];
+	struct stat st;
+
+	if (mount(mark, "/w", "shiftfs", 0, NULL))
+		vt_die("mounting %s as real root", mark);
+	vt_write_file("/w/bh1", "first", 5);
+	vt_write_file("/w/bh2", "second", 6);
+	vt_check(vt_file_is("/w/bh1", "first") && vt_file_is("/w/bh2", "second"),
+		 "%s: names cached", mark);
+	snprintf(a, sizeof(a), "%s/bh1", lower);
+	snprintf(b, sizeof(b), "%s/bh2", lower);
+	snprintf(c, sizeof(c), "%s/bh3", lower);
+	if (rename(a, b) || vt_write_file(c, "third", 5))
+		vt_die("changing %s", lower);
+	vt_check(stat("/w/bh1", &st) && errno == ENOENT,
+		 "%s: a rename below: old name gone", mark);
+	vt_check(vt_file_is("/w/bh2", "first") && !stat("/w/bh2", &st) &&
+		 st.st_nlink == 1, "%s: a rename below: new name, new file",
+		 mark);
+	vt_check(vt_file_is("/w/bh3", "third"),
+		 "%s: a create below shows through", mark);
+	if (unlink(b))
+		vt_die("unlinking %s", b);
+	vt_check(stat("/w/bh2", &st) && errno == ENOENT,
+		 "%s: an unlink below shows through", mark);
+	umount("/w");
+}
+
+static int do_behind(void)
+{
+	behind_on("/mark/ext4/a", "/lower/ext4/tree/a");
+	behind_on("/mark/tmpfs/a", "/lower/tmpfs/tree/a");
+	return vt_failures != 0;
+}
+
 /* ---- overlayfs on top ---- */
 
 static int overlay_in_userns(void *arg)
@@ -696,6 +736,8 @@ int main(int argc, char **argv)
 		return do_tmpfs();
 	if (!strcmp(cmd, "whiteout"))
 		return do_whiteout();
+	if (!strcmp(cmd, "behind"))
+		return do_behind();
 	if (!strcmp(cmd, "overlay"))
 		return do_overlay();
 	if (!strcmp(cmd, "pair") && argc == 4)
@@ -707,6 +749,6 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "stress") && argc == 3)
 		return do_stress(atoi(argv[2]));
 	fprintf(stderr, "usage: shiftfs-test setup|security|ext4|tmpfs|"
-		"whiteout|overlay|pair DEV DEV|stress SECS|populate DIR EXE\n");
+		"whiteout|behind|overlay|pair DEV DEV|stress SECS|populate DIR EXE\n");
 	return 2;
 }
