@@ -413,6 +413,13 @@ static void op_caps(struct vt_buf *log, const char *tgt)
 	vt_log_rc(log, "get cap with unmapped root", n < 0 ? -1 : 0);
 	vt_log_rc(log, "remove cap", removexattr("f_cap2",
 						 "security.capability"));
+	/* Other namespaces: the kernel's answers, the same on both mounts. */
+	vt_log_rc(log, "set trusted", setxattr("x1", "trusted.t", "v", 1, 0));
+	vt_log_rc(log, "get trusted", getxattr("x1", "trusted.t", v, sizeof(v)));
+	vt_log_rc(log, "set security.other",
+		  setxattr("x1", "security.other", "v", 1, 0));
+	vt_log_rc(log, "get security.other",
+		  getxattr("x1", "security.other", v, sizeof(v)));
 	(void)tgt;
 }
 

@@ -137,8 +137,13 @@ static int security_in_userns(void *arg)
 		 rc ? strerrorname_np(errno) : "ok");
 	vt_check(exec_errno("/s/bin/true") == 0,
 		 "userns: the shifted mount allows exec");
+	rc = mount("/s", "/w", "shiftfs", 0, NULL);
+	vt_check(rc && errno == EPERM,
+		 "userns: a shifted mount is no mark (%s)",
+		 rc ? strerrorname_np(errno) : "mounted");
 	if (!rc)
-		umount("/s");
+		umount("/w");
+	umount("/s");
 	rc = mount("/mark/ext4/a", "/s", "shiftfs", 0, "bogus");
 	vt_check(rc && errno == EINVAL, "unknown option is refused (%s)",
 		 rc ? strerrorname_np(errno) : "mounted");
