@@ -720,103 +720,110 @@ static int acl_by_name(struct acl_ctx *a, enum si_kind kind, size_t my,
 	return res;
 }
 
-static int acl_entry_text(struct acl_ctx *a, const char *e, size_t n,
-			  struct th_buf *out)
-{
-	const struct si_rules *r = a->r;
-	bool nfs4 = a->nfs4, keep_names = a->keep_names;
-	struct si_tally *t = a->t;
-	size_t my;
-	struct acl_field f[8];
-	char num1[12], num2[12];
-	size_t nf = 0, i, s = 0, base = 0, idf;
-	enum si_kind kind;
-	int res = 0, r2;
+#define ACL_FIELDS	8
 
-	for (i = 0; i <= n && nf < 8; i++) {
+/* Splits an entry on ':'; a ninth field and beyond stay in the eighth. */
+static size_t acl_split(const char *e, size_t n, struct acl_field *f)
+{
+	size_t nf = 0, i, s = 0;
+
+	for (i = 0; i <= n && nf < ACL_FIELDS; i++) {
 		if (i == n || e[i] == ':') {
 			f[nf].p = e + s;
 			f[nf++].n = i - s;
 			s = i + 1;
 		}
 	}
-	if (i <= n) {
-		/* More than 8 fields: keep the rest in the last one. */
-		f[7].n = (size_t)(e + n - f[7].p);
-	}
-	if (nf > 3 && ((f[0].n == 7 && !memcmp(f[0].p, "default", 7)) ||
-			(f[0].n == 1 && f[0].p[0] == 'd')))
-		base = 1;	/* "default:user:..." */
-	if (nf < base + 2)
-		return th_buf_add(out, e, n) ? -ENOMEM : 0;
-	if ((f[base].n == 4 && !memcmp(f[base].p, "user", 4)) ||
-	    (f[base].n == 1 && f[base].p[0] == 'u'))
-		kind = SI_KUID;
-	else if ((f[base].n == 5 && !memcmp(f[base].p, "group", 5)) ||
-		 (f[base].n == 1 && f[base].p[0] == 'g'))
-		kind = SI_KGID;
+	if (i <= n)
+		f[ACL_FIELDS - 1].n = (size_t)(e + n - f[ACL_FIELDS - 1].p);
+	return nf;
+}
+
+static bool field_is(const struct acl_field *f, const char *word)
+{
+	return (f->n == strlen(word) && !memcmp(f->p, word, f->n)) ||
+	       (f->n == 1 && f->p[0] == word[0]);
+}
+
+/*
+ * Whether the entry names a user or a group by qualifier; *base is the
+ * index of its tag (1 after a "default:" prefix).
+ */
+static bool acl_qualified(const struct acl_field *f, size_t nf, size_t *base,
+			  enum si_kind *kind)
+{
+	*base = nf > 3 && field_is(&f[0], "default") ? 1 : 0;
+	if (nf < *base + 2 || f[*base + 1].n == 0)
+		return false;	/* too short, or the owner's own entry */
+	if (field_is(&f[*base], "user"))
+		*kind = SI_KUID;
+	else if (field_is(&f[*base], "group"))
+		*kind = SI_KGID;
 	else
-		return th_buf_add(out, e, n) ? -ENOMEM : 0;
-	if (f[base + 1].n == 0)
-		return th_buf_add(out, e, n) ? -ENOMEM : 0;	/* owner entry */
-	my = a->qual++;
+		return false;
+	return true;
+}
 
-	idf = base + (nfs4 ? 5 : 3);
-	if (idf < nf && !nfs4) {
-		/* The id may be followed by a comment: "1000\t#effective:r-x". */
-		size_t k = 0;
+/* The length of the leading digits of a field. */
+static size_t digits_len(const struct acl_field *f)
+{
+	size_t k = 0;
 
-		while (k < f[idf].n && f[idf].p[k] >= '0' && f[idf].p[k] <= '9')
-			k++;
-		if (k == 0)
-			idf = nf;
+	while (k < f->n && f->p[k] >= '0' && f->p[k] <= '9')
+		k++;
+	return k;
+}
+
+static int acl_join(struct th_buf *out, const struct acl_field *f, size_t nf,
+		    size_t idf, const struct acl_field *tail)
+{
+	size_t i;
+
+	for (i = 0; i < nf; i++) {
+		if ((i && th_buf_add(out, ":", 1)) || th_buf_add(out, f[i].p, f[i].n))
+			return -ENOMEM;
+		if (i == idf && th_buf_add(out, tail->p, tail->n))
+			return -ENOMEM;
 	}
-	if (idf < nf) {
-		struct acl_field tail = { NULL, 0 };
-		size_t k = 0;
+	return 0;
+}
 
-		while (k < f[idf].n && f[idf].p[k] >= '0' && f[idf].p[k] <= '9')
-			k++;
+static int acl_entry_text(struct acl_ctx *a, const char *e, size_t n,
+			  struct th_buf *out)
+{
+	struct acl_field f[ACL_FIELDS], tail = { "", 0 }, *name;
+	char num1[12], num2[12];
+	size_t nf = acl_split(e, n, f), base, idf, my;
+	enum si_kind kind;
+	int res;
+
+	if (!acl_qualified(f, nf, &base, &kind))
+		return th_buf_add(out, e, n) ? -ENOMEM : 0;
+	my = a->qual++;
+	name = &f[base + 1];
+	/* libarchive appends the id: POSIX.1e 4th field, NFSv4 6th. */
+	idf = base + (a->nfs4 ? 5 : 3);
+	if (idf < nf && !a->nfs4 && digits_len(&f[idf]) == 0)
+		idf = nf;	/* a comment, not an id ("#effective:r-x") */
+	if (idf < nf) {
+		size_t k = digits_len(&f[idf]);
+
 		tail.p = f[idf].p + k;
 		tail.n = f[idf].n - k;
 		f[idf].n = k;
-		r2 = acl_id(r, kind, &f[idf], num1, t);
-		if (r2 < 0)
-			return r2;
-		res |= r2;
-		/* The name would be resolved on extraction: use the new id. */
-		if ((r2 & SI_CHANGED) && !keep_names)
-			f[base + 1] = f[idf];
-		else if (all_digits(f[base + 1].p, f[base + 1].n) && (r2 & SI_CHANGED))
-			f[base + 1] = f[idf];
-		for (i = 0; i < nf; i++) {
-			if (i && th_buf_add(out, ":", 1))
-				return -ENOMEM;
-			if (th_buf_add(out, f[i].p, f[i].n))
-				return -ENOMEM;
-			if (i == idf && th_buf_add(out, tail.p, tail.n))
-				return -ENOMEM;
-		}
-		return res;
-	}
-	if (all_digits(f[base + 1].p, f[base + 1].n)) {
-		r2 = acl_id(r, kind, &f[base + 1], num2, t);
-		if (r2 < 0)
-			return r2;
-		res |= r2;
+		res = acl_id(a->r, kind, &f[idf], num1, a->t);
+		/* A name would be resolved on extraction: put the new id there. */
+		if (res > 0 && (res & SI_CHANGED) &&
+		    (!a->keep_names || all_digits(name->p, name->n)))
+			*name = f[idf];
+	} else if (all_digits(name->p, name->n)) {
+		res = acl_id(a->r, kind, name, num2, a->t);
 	} else {
-		r2 = acl_by_name(a, kind, my, &f[base + 1], num2);
-		if (r2 < 0)
-			return r2;
-		res |= r2;
+		res = acl_by_name(a, kind, my, name, num2);
 	}
-	for (i = 0; i < nf; i++) {
-		if (i && th_buf_add(out, ":", 1))
-			return -ENOMEM;
-		if (th_buf_add(out, f[i].p, f[i].n))
-			return -ENOMEM;
-	}
-	return res;
+	if (res < 0)
+		return res;
+	return acl_join(out, f, nf, idf, &tail) ?: res;
 }
 
 int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
