@@ -32,6 +32,7 @@
 
 #include "backend.h"
 #include "inoset.h"
+#include "journal.h"
 
 #define QUEUE_MAX	64		/* opened directories waiting for a worker */
 #define DENTS_BIG	32768		/* getdents buffer near the root */
@@ -77,6 +78,7 @@ struct walk {
 	enum si_pass pass;
 	bool dry, cross_mounts;
 	uint64_t root_mnt;
+	size_t rootlen;			/* of the root's path, to make paths relative */
 	unsigned int max_depth;
 
 	pthread_mutex_t lock;		/* queue, idle and the tally merge */
@@ -299,8 +301,11 @@ static void count_xattrs(struct si_tally *t, const struct si_obj *o)
 
 static int set_xattr(const struct si_obj *o, int fd, const struct si_xa *x)
 {
-	int ret = fd >= 0 ? fsetxattr(fd, x->name, x->out, x->outlen, 0) :
-			    lsetxattr(o->name, x->name, x->out, x->outlen, 0);
+	int ret;
+
+	si_fault(SI_FAULT_WRITE);
+	ret = fd >= 0 ? fsetxattr(fd, x->name, x->out, x->outlen, 0) :
+			lsetxattr(o->name, x->name, x->out, x->outlen, 0);
 
 	return ret < 0 ? -errno : 0;
 }
@@ -335,6 +340,7 @@ static int unpin(int fd, const struct si_obj *o, unsigned int *flags)
 	if (ioctl(fd, FS_IOC_GETFLAGS, flags) < 0)
 		return -errno;
 	f = *flags & ~FLAGS_PINNED;
+	si_fault(SI_FAULT_WRITE);
 	if (ioctl(fd, FS_IOC_SETFLAGS, &f) < 0)
 		return -errno;
 	return 0;
@@ -353,6 +359,8 @@ static int change(const struct si_obj *o, int fd)
 	unsigned int i;
 	int err;
 
+	if (owner)
+		si_fault(SI_FAULT_WRITE);
 	if (owner && (fd >= 0 ? fchown(fd, o->uid, o->gid) :
 		      fchownat(o->dirfd, o->name, o->uid, o->gid,
 			       AT_SYMLINK_NOFOLLOW)) < 0)
@@ -366,6 +374,8 @@ static int change(const struct si_obj *o, int fd)
 		if (err)
 			return err;
 	}
+	if (owner && !S_ISDIR(mode) && (mode & (S_ISUID | S_ISGID)))
+		si_fault(SI_FAULT_WRITE);
 	if (owner && !S_ISDIR(mode) && (mode & (S_ISUID | S_ISGID)) &&
 	    (fd >= 0 ? fchmod(fd, mode & 07777) :
 	     fchmodat(o->dirfd, o->name, mode & 07777, AT_SYMLINK_NOFOLLOW)) < 0)
@@ -395,12 +405,38 @@ static int apply(struct worker *k, struct si_obj *o)
 		k->t.st.flags_cleared++;
 	}
 	err = change(o, fd);
+	if (pinned)
+		si_fault(SI_FAULT_WRITE);
 	if (pinned && ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 && !err)
 		err = -errno;
 out_close:
 	if (opened)
 		close(fd);
 	return err;
+}
+
+/*
+ * Check pass of a journaled run: records the object's planned change
+ * (its state before and after) so that an interrupted apply pass can
+ * be finished or undone; the original flags come with it, so a crash
+ * never leaves an immutable flag cleared for good.
+ */
+static int plan(struct worker *k, const struct si_obj *o)
+{
+	struct si_journal_xa xa[XA_MAX];
+	const char *rel = k->path + k->w->rootlen;
+	unsigned int i;
+
+	if (*rel == '/')
+		rel++;
+	for (i = 0; i < o->nr_xa; i++)
+		xa[i] = (struct si_journal_xa){
+			.name = o->xa[i].name,
+			.old = o->xa[i].in, .oldlen = o->xa[i].inlen,
+			.new = o->xa[i].out, .newlen = o->xa[i].outlen,
+		};
+	return si_journal_tree(k->w->h->journal, *rel ? rel : ".", &o->sx,
+			       o->uid, o->gid, o->nr_xa, xa);
 }
 
 /* Looks the object up, decides what changes, and (APPLY) changes it. */
@@ -439,7 +475,7 @@ static int visit(struct worker *k, struct si_obj *o)
 	if (w->dry || (w->h->list_fn && w->pass == SI_PASS_APPLY))
 		describe(k, o);
 	if (w->pass == SI_PASS_CHECK)
-		return 0;
+		return w->h->journal ? plan(k, o) : 0;
 	return apply(k, o);
 }
 
@@ -779,6 +815,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 		return si_error(h, err, "%s: %s", t->path, strerror(err));
 	}
 	w.root_mnt = o.sx.stx_mnt_id;
+	w.rootlen = strlen(t->path);
 	w.dry = (h->flags & SHIFTIMG_DRY_RUN) != 0;
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
