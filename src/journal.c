@@ -1458,9 +1458,14 @@ static int open_loaded(struct shiftimg *h, const char *target,
 	}
 	err = load(h, *jpath, fd, l);
 	close(fd);
-	if (err == -ENODATA)
-		err = si_error(h, ENODATA, "%s: the journal %s was cut short while the run started: nothing was changed (the next run removes it)",
-			       target, *jpath);
+	if (err == -ENODATA) {
+		/* Cut short in its header: the run changed nothing. */
+		free(*jpath);
+		*jpath = NULL;
+		close(t->fd);
+		t->fd = -1;
+		return -ENODATA;
+	}
 	if (!err)
 		err = check_owner(h, *jpath, t, l, l->hdr.kind == J_EXT4 ? J_EXT4 : J_TREE);
 	if (!err)
@@ -1534,6 +1539,11 @@ int si_journal_status(struct shiftimg *h, const char *target, FILE *out)
 	int err;
 
 	err = open_loaded(h, target, &t, &jpath, &l);
+	if (err == -ENODATA) {
+		fprintf(out, "journal: cut short while the run started: nothing in %s was changed; the next run or --rollback removes it\n",
+			target);
+		return 0;
+	}
 	if (err)
 		return err;
 	created = (time_t)l.hdr.created;
@@ -1577,6 +1587,16 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 	int err;
 
 	err = open_loaded(h, target, &t, &jpath, &l);
+	if (err == -ENODATA) {
+		jpath = journal_path(h, target);
+		err = jpath ? remove_journal(h, jpath) : -ENOMEM;
+		if (!err)
+			snprintf(h->notice, sizeof(h->notice),
+				 "%s: the interrupted run had changed nothing; its journal was removed",
+				 target);
+		free(jpath);
+		return err;
+	}
 	if (err)
 		return err;
 	if (l.hdr.kind == J_EXT4) {
