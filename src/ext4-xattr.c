@@ -329,11 +329,15 @@ int e4_xattr_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 	if (res <= 0 || !(res & SI_CHANGED))
 		return res;
 
-	/* The block hash folds the entry hashes; mbcache shares by it. */
+	/*
+	 * The block hash folds the entry hashes; mbcache shares by it.
+	 * libext2fs writes blocks with no hash (never shared): keep that.
+	 */
 	last = buf + XA_HDR_SIZE;
 	while (get32(last) != 0)
 		last += XA_ENTRY_LEN(last[E_NAME_LEN]);
-	ext2fs_ext_attr_block_rehash(hdr, (struct ext2_ext_attr_entry *)last);
+	if (get32(buf + 12))
+		ext2fs_ext_attr_block_rehash(hdr, (struct ext2_ext_attr_entry *)last);
 	if (c->csum)
 		ext2fs_ext_attr_block_csum_set(c->fs, ino, blk, hdr);
 	return res;
