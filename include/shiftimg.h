@@ -39,6 +39,7 @@ enum shiftimg_unmapped {
 #define SHIFTIMG_NAMES_KEEP	(1ull << 4)	/* tar: keep uname/gname */
 #define SHIFTIMG_ALLOW_PRIVILEGED (1ull << 5)	/* allow producing root setuid/caps */
 #define SHIFTIMG_STAMP		(1ull << 6)	/* record a finished shift in the target */
+#define SHIFTIMG_DIGEST		(1ull << 7)	/* tar: sha256 of the output, diff_id */
 
 /* The overflow id the kernel shows for unmapped ids. */
 #define SHIFTIMG_OVERFLOW_ID	65534u
@@ -136,8 +137,8 @@ int shiftimg_unmapped_id(const struct shiftimg *h, unsigned int i,
 /*
  * Digests of the last tar run, "sha256:<hex>": which is "output" (the
  * file written) or "diff_id" (the uncompressed tar, an OCI layer's
- * diff_id).  Computed in the same pass when the option "json" or
- * "digest" is set; NULL otherwise.
+ * diff_id).  Computed in the same pass when SHIFTIMG_DIGEST is set;
+ * NULL otherwise, and for targets that are not tarballs.
  */
 const char *shiftimg_digest(const struct shiftimg *h, const char *which);
 /* Writes the unmapped-id report of the last run (ids, counts, examples). */

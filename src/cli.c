@@ -50,6 +50,7 @@ struct cli {
 	bool json, verbose, quiet, output;
 	bool status, rollback;
 	bool tty;
+	FILE *out;	/* reports: stdout, or stderr when "-" is a target */
 	double last, start;
 };
 
@@ -63,7 +64,9 @@ static double now(void)
 
 static void list_cb(void *arg, const char *path, const char *what)
 {
-	printf("%s: %s\n", path, what);
+	struct cli *c = arg;
+
+	fprintf(c->out, "%s: %s\n", path, what);
 }
 
 /* A progress line on a terminal, five times a second at most. */
@@ -95,37 +98,53 @@ static unsigned int parse_threads(const char *s)
 	return (unsigned int)v;
 }
 
-static void json_string(const char *s)
+static void json_string(FILE *out, const char *s)
 {
-	putchar('"');
+	putc('"', out);
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 
 		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
+			fprintf(out, "\\%c", ch);
 		else if (ch < 0x20)
-			printf("\\u%04x", ch);
+			fprintf(out, "\\u%04x", ch);
 		else
-			putchar(ch);
+			putc(ch, out);
 	}
-	putchar('"');
+	putc('"', out);
+}
+
+/* The digests of a tar run, for a pipeline's manifest. */
+static void json_digests(struct cli *c)
+{
+	const char *o = shiftimg_digest(c->h, "output");
+	const char *d = shiftimg_digest(c->h, "diff_id");
+
+	if (o) {
+		fprintf(c->out, ",\n   \"sha256\": ");
+		json_string(c->out, o);
+	}
+	if (d) {
+		fprintf(c->out, ", \"diff_id\": ");
+		json_string(c->out, d);
+	}
 }
 
 static void json_target(struct cli *c, const char *target, int err, bool first)
 {
 	const struct shiftimg_stats *s = shiftimg_stats(c->h);
 
-	printf("%s\n  {\"target\": ", first ? "" : ",");
-	json_string(target);
-	printf(", \"backend\": ");
-	json_string(shiftimg_backend(c->h));
-	printf(", \"ok\": %s, \"dry_run\": %s", err ? "false" : "true",
+	fprintf(c->out, "%s\n  {\"target\": ", first ? "" : ",");
+	json_string(c->out, target);
+	fprintf(c->out, ", \"backend\": ");
+	json_string(c->out, shiftimg_backend(c->h));
+	fprintf(c->out, ", \"ok\": %s, \"dry_run\": %s", err ? "false" : "true",
 	       c->flags & SHIFTIMG_DRY_RUN ? "true" : "false");
 	if (err) {
-		printf(", \"error\": ");
-		json_string(shiftimg_error(c->h));
+		fprintf(c->out, ", \"error\": ");
+		json_string(c->out, shiftimg_error(c->h));
 	}
-	printf(",\n   \"objects\": %llu, \"changed\": %llu, \"hardlinks\": %llu, "
+	fprintf(c->out, ",\n   \"objects\": %llu, \"changed\": %llu, \"hardlinks\": %llu, "
 	       "\"acls\": %llu, \"caps\": %llu, \"override_stat\": %llu,\n"
 	       "   \"flags_cleared\": %llu, \"unmapped\": %llu, "
 	       "\"skipped_mounts\": %llu, \"errors\": %llu, \"seconds\": %.3f",
@@ -137,7 +156,7 @@ static void json_target(struct cli *c, const char *target, int err, bool first)
 	       (unsigned long long)s->unmapped,
 	       (unsigned long long)s->skipped_mounts,
 	       (unsigned long long)s->errors, s->seconds);
-	printf(",\n   \"unmapped_ids\": [");
+	fprintf(c->out, ",\n   \"unmapped_ids\": [");
 	for (unsigned int i = 0;; i++) {
 		unsigned int kind;
 		uint32_t id;
@@ -145,11 +164,13 @@ static void json_target(struct cli *c, const char *target, int err, bool first)
 
 		if (shiftimg_unmapped_id(c->h, i, &kind, &id, &count) < 0)
 			break;
-		printf("%s{\"kind\": \"%s\", \"id\": %u, \"count\": %llu}",
+		fprintf(c->out, "%s{\"kind\": \"%s\", \"id\": %u, \"count\": %llu}",
 		       i ? ", " : "", kind == SHIFTIMG_GID ? "gid" : "uid", id,
 		       (unsigned long long)count);
 	}
-	printf("]}");
+	fprintf(c->out, "]");
+	json_digests(c);
+	fprintf(c->out, "}");
 }
 
 /* Shifts one target; returns its exit code. */
@@ -387,6 +408,13 @@ int main(int argc, char **argv)
 	if (c.output && argc - optind > 1)
 		die(EXIT_USAGE, "-o names one output: give one target with it");
 
+	/* "-" writes the archive to standard output: reports go to stderr. */
+	c.out = stdout;
+	for (i = optind; i < argc; i++)
+		if (!strcmp(argv[i], "-"))
+			c.out = stderr;
+	if (c.json)
+		c.flags |= SHIFTIMG_DIGEST;
 	shiftimg_set_flags(c.h, c.flags);
 	if (c.verbose || (c.flags & SHIFTIMG_DRY_RUN))
 		shiftimg_set_list(c.h, list_cb, &c);
@@ -395,14 +423,14 @@ int main(int argc, char **argv)
 		shiftimg_set_progress(c.h, progress_cb, &c);
 
 	if (c.json)
-		printf("{\"targets\": [");
+		fprintf(c.out, "{\"targets\": [");
 	for (i = optind; i < argc; i++) {
 		rc = run_one(&c, argv[i], i == optind);
 		if (rc > code)
 			code = rc;
 	}
 	if (c.json)
-		printf("\n]}\n");
+		fprintf(c.out, "\n]}\n");
 	shiftimg_free(c.h);
 	return code;
 }

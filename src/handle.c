@@ -620,6 +620,17 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+const char *shiftimg_digest(const struct shiftimg *h, const char *which)
+{
+	const char *v = NULL;
+
+	if (!strcmp(which, "output"))
+		v = h->digest_output;
+	else if (!strcmp(which, "diff_id"))
+		v = h->digest_diff_id;
+	return v && *v ? v : NULL;
+}
+
 int shiftimg_run(struct shiftimg *h, const char *target)
 {
 	const struct si_backend *b;
@@ -631,6 +642,7 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	si_tally_free(&h->tally);
 	h->backend = NULL;
 	h->planned = 0;
+	h->digest_output[0] = h->digest_diff_id[0] = '\0';
 	if (!h->have[0] && !h->have[1])
 		return si_error(h, EINVAL, "no map given");
 	build_rules(h);

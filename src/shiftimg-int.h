@@ -17,6 +17,8 @@ struct si_option {
 	char *value;
 };
 
+#define SI_DIGEST_LEN	(7 + 64 + 1)	/* "sha256:", hex, NUL */
+
 struct shiftimg {
 	/* The maps as given, inside -> outside; have[k] if any range. */
 	struct si_idmap given[2];
@@ -40,6 +42,9 @@ struct shiftimg {
 	uint64_t planned;		/* objects the check pass saw, 0 if none */
 	char err[1024];
 	char notice[1024];		/* what the run found (shiftimg_notice) */
+	/* "sha256:<hex>" of a tar run's output and uncompressed tar, or "". */
+	char digest_output[SI_DIGEST_LEN];
+	char digest_diff_id[SI_DIGEST_LEN];
 };
 
 /*

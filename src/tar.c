@@ -40,8 +40,8 @@
  * - "-" reads standard input and writes standard output.  A failure
  *   there (bad input, --unmapped=fail) leaves the output cut short and
  *   the exit status non-zero: a pipeline must not use it.
- * - Options "json" or "digest": the sha256 of the file written and of
- *   the uncompressed tar (the OCI diff_id), from the same pass, through
+ * - SHIFTIMG_DIGEST: the sha256 of the file written and of the
+ *   uncompressed tar (the OCI diff_id), from the same pass, through
  *   shiftimg_digest().
  */
 #include <archive.h>
@@ -67,69 +67,8 @@
 #define PROGRESS_STEP	(64ull << 20)
 
 static const char *const tar_options[] = {
-	"output", "level", "names", "json", "digest", NULL
+	"output", "level", "names", NULL
 };
-
-/* ---- digests of the last run, per handle ---- */
-
-/*
- * The handle has no room for backend results, so the digests of a
- * handle's last tar run are kept here, for shiftimg_digest().
- */
-#define DIGEST_SLOTS	16
-#define DIGEST_LEN	(7 + 64 + 1)	/* "sha256:" hex NUL */
-
-struct digest_slot {
-	const struct shiftimg *h;
-	char output[DIGEST_LEN];
-	char diff_id[DIGEST_LEN];
-};
-
-static pthread_mutex_t digest_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct digest_slot digests[DIGEST_SLOTS];
-static unsigned int digest_next;
-
-static struct digest_slot *digest_find(const struct shiftimg *h, bool create)
-{
-	unsigned int i;
-
-	for (i = 0; i < DIGEST_SLOTS; i++)
-		if (digests[i].h == h)
-			return &digests[i];
-	if (!create)
-		return NULL;
-	i = digest_next++ % DIGEST_SLOTS;
-	memset(&digests[i], 0, sizeof(digests[i]));
-	digests[i].h = h;
-	return &digests[i];
-}
-
-static void digest_store(const struct shiftimg *h, const char *output,
-			 const char *diff_id)
-{
-	struct digest_slot *d;
-
-	pthread_mutex_lock(&digest_lock);
-	d = digest_find(h, true);
-	snprintf(d->output, sizeof(d->output), "%s", output);
-	snprintf(d->diff_id, sizeof(d->diff_id), "%s", diff_id);
-	pthread_mutex_unlock(&digest_lock);
-}
-
-const char *shiftimg_digest(const struct shiftimg *h, const char *which)
-{
-	struct digest_slot *d;
-	const char *v = NULL;
-
-	pthread_mutex_lock(&digest_lock);
-	d = digest_find(h, false);
-	if (d && !strcmp(which, "output") && d->output[0])
-		v = d->output;
-	else if (d && !strcmp(which, "diff_id") && d->diff_id[0])
-		v = d->diff_id;
-	pthread_mutex_unlock(&digest_lock);
-	return v;
-}
 
 static void digest_hex(EVP_MD_CTX *md, char *out)
 {
@@ -614,7 +553,7 @@ static int parse_options(struct run *r)
 	else if (names)
 		return si_error(r->h, EINVAL, "%s: names \"%s\" is not keep or clear",
 				r->path, names);
-	r->digest = si_option(r->h, "json") || si_option(r->h, "digest");
+	r->digest = r->h->flags & SHIFTIMG_DIGEST;
 	return 0;
 }
 
@@ -735,14 +674,13 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 			return err;
 	}
 	if (r->digest) {
-		char o[DIGEST_LEN], d[DIGEST_LEN];
+		char *o = r->h->digest_output, *d = r->h->digest_diff_id;
 
 		digest_hex(r->md_tar, d);
 		if (r->out.md)
 			digest_hex(r->out.md, o);
 		else
 			strcpy(o, d);
-		digest_store(r->h, o, d);
 	}
 	return 0;
 }
@@ -826,7 +764,6 @@ static int tar_shift(struct shiftimg *h, const struct si_target *t,
 	int in_fd = t->fd < 0 ? STDIN_FILENO : t->fd;
 	int err;
 
-	digest_store(h, "", "");	/* no stale digests from an earlier run */
 	if (t->fd >= 0) {
 		lseek(t->fd, 0, SEEK_SET);
 		r.in_total = (uint64_t)t->st.st_size;

@@ -15,8 +15,8 @@ int main(int argc, char **argv)
 
 	if (argc != 4 || !h)
 		return 2;
+	shiftimg_set_flags(h, SHIFTIMG_DIGEST);
 	if (shiftimg_map_parse(h, SHIFTIMG_BOTH, argv[1]) < 0 ||
-	    shiftimg_set_option(h, "digest", "1") < 0 ||
 	    shiftimg_set_option(h, "output", argv[3]) < 0 ||
 	    shiftimg_run(h, argv[2]) < 0) {
 		fprintf(stderr, "tardigest: %s\n", shiftimg_error(h));
