@@ -439,6 +439,25 @@ static int plan(struct worker *k, const struct si_obj *o)
 			       o->uid, o->gid, o->nr_xa, xa);
 }
 
+/*
+ * The privilege rule: true if the shift makes the object setuid or
+ * setgid root, or gives it real root's capabilities (counted then).
+ */
+static bool grants_root(struct worker *k, const struct si_obj *o)
+{
+	int bits = si_grants_root(o->sx.stx_mode, o->sx.stx_uid,
+				  o->sx.stx_gid, o->uid, o->gid);
+	unsigned int i;
+
+	for (i = 0; i < o->nr_xa; i++)
+		if (si_xattr_kind(o->xa[i].name) == SI_XA_CAP)
+			bits |= si_cap_grants_root(o->xa[i].in, o->xa[i].inlen,
+						   o->xa[i].out, o->xa[i].outlen);
+	if (bits)
+		si_tally_privileged(&k->t, k->path);
+	return bits != 0;
+}
+
 /* Looks the object up, decides what changes, and (APPLY) changes it. */
 static int visit(struct worker *k, struct si_obj *o)
 {
@@ -467,6 +486,14 @@ static int visit(struct worker *k, struct si_obj *o)
 			return err;
 	}
 	si_tally_object(&k->t, k->path);
+	/* Made privileged since the check pass refused nothing: left alone. */
+	if (grants_root(k, o) && w->pass == SI_PASS_APPLY &&
+	    si_check_privileged(w->h)) {
+		k->t.st.errors++;
+		si_error(w->h, EPERM, "%s: would grant real root after the shift; left unchanged (see --allow-privileged)",
+			 k->path);
+		return 0;
+	}
 
 	if (!(res & SI_CHANGED) && !o->nr_xa)
 		return 0;
