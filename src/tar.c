@@ -650,6 +650,7 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 	} else {
 		r->th.write = run_write;
 		r->th.stop_on_unmapped = r->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL;
+		r->th.stop_on_privileged = si_check_privileged(r->h);
 		err = open_output(r, out_fd);
 		if (err)
 			return err;
@@ -666,6 +667,12 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 				r->path, (unsigned long long)r->h->tally.st.unmapped);
 	if (err == -EOVERFLOW && r->th.unmapped)
 		return si_unmapped_refuse(r->h, r->path);
+	if (err == -EPERM && r->th.privileged && out_fd == STDOUT_FILENO)
+		return si_error(r->h, EPERM,
+				"%s: %llu entries would grant real root after the shift (setuid or setgid root, or root file capabilities); the output stops before the first of them (see --allow-privileged)",
+				r->path, (unsigned long long)r->h->tally.privileged);
+	if (err == -EPERM && r->th.privileged)
+		return si_privileged_refuse(r->h, r->path);
 	if (err)
 		return si_error(r->h, -err, "%s: %s", r->path, r->th.err);
 	if (out_fd >= 0) {

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "tarhdr.h"
@@ -865,6 +866,7 @@ struct ent {
 	uint32_t id_new[2];
 	bool id_changed[2], need_pax[2], drop_rec[2], own_rec[2];
 	unsigned int acls, caps, overrides, named;
+	int priv;			/* SI_PRIV_* the shift would grant */
 	/* SCHILY.xattr.system.posix_acl_access, _default records */
 	const struct pax_rec *bin_acl[2];
 	int res;
@@ -921,6 +923,8 @@ static int pax_xattr(struct th_ctx *c, struct ent *e, const char *name,
 	if (res < 0)
 		return fail(c, EBADMSG, "malformed %s value (%zu bytes)", name, vlen);
 	nv->len = outlen;
+	if (si_xattr_kind(name) == SI_XA_CAP)
+		e->priv |= si_cap_grants_root(val, vlen, nv->p, outlen);
 	if (res & SI_CHANGED) {
 		switch (si_xattr_kind(name)) {
 		case SI_XA_ACL: e->acls++; break;
@@ -1271,6 +1275,32 @@ static int copy_sparse_ext(struct th_ctx *c, const unsigned char *hdr)
 	return 0;
 }
 
+/*
+ * The privilege rule: setuid/setgid root or real root's capabilities
+ * the shift would give a regular file (a hard link has its target's).
+ */
+static void check_privileged(struct th_ctx *c, struct ent *e)
+{
+	uint64_t mode, old[2];
+	int k;
+
+	if ((e->type == '0' || e->type == '\0' || e->type == '7') &&
+	    th_num_get(e->hdr + F_MODE, W_ID, &mode) == 0) {
+		for (k = 0; k < 2; k++)
+			old[k] = e->pax_id[k] ? e->id_p[k] : e->id_h[k];
+		e->priv |= si_grants_root(S_IFREG | (mode & 07777),
+					  (uint32_t)old[0], (uint32_t)old[1],
+					  e->id_new[0], e->id_new[1]);
+	}
+	if (!e->priv)
+		return;
+	si_tally_privileged(c->tally, c->path.len ? (const char *)c->path.p : "?");
+	if (c->stop_on_privileged && !c->privileged) {
+		c->privileged = true;
+		c->discard = true;
+	}
+}
+
 static int process_entry(struct th_ctx *c, struct ent *e)
 {
 	struct pax x = { 0 };
@@ -1312,6 +1342,7 @@ static int process_entry(struct th_ctx *c, struct ent *e)
 		cksum_set(e->hdr);
 
 	count_entry(c, e);
+	check_privileged(c, e);
 	if (c->stop_on_unmapped && (e->res & SI_UNMAPPED) && !c->unmapped) {
 		c->unmapped = true;
 		c->discard = true;
@@ -1535,6 +1566,10 @@ int th_stream(struct th_ctx *c)
 	if (!err && c->unmapped) {
 		snprintf(c->err, sizeof(c->err), "unmapped ids: output stopped");
 		err = -EOVERFLOW;
+	}
+	if (!err && c->privileged) {
+		snprintf(c->err, sizeof(c->err), "entries would grant real root: output stopped");
+		err = -EPERM;
 	}
 	free(e);
 	th_buf_free(&tmp);

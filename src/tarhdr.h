@@ -45,6 +45,8 @@ struct th_ctx {
 	struct si_tally *tally;
 	bool keep_names;		/* keep uname/gname of shifted entries */
 	bool stop_on_unmapped;		/* --unmapped=fail: stop writing at once */
+	/* The privilege rule applies: stop at an entry that would grant root. */
+	bool stop_on_privileged;
 	/* Next input chunk: > 0 bytes at *p, 0 at the end, < 0 a -errno. */
 	ssize_t (*read)(void *arg, const unsigned char **p);
 	/* Writes len bytes: 0 or a -errno. */
@@ -64,6 +66,7 @@ struct th_ctx {
 	uint64_t in_bytes;		/* tar bytes read */
 	uint64_t out_bytes;		/* tar bytes written */
 	bool unmapped;			/* stop_on_unmapped fired */
+	bool privileged;		/* stop_on_privileged fired */
 	char err[512];			/* the reason when th_stream() fails */
 
 	/* Private. */
