@@ -262,6 +262,9 @@ static int shift_values(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		res |= r;
 		if (!(r & SI_CHANGED))
 			continue;
+		if (k == SI_XA_CAP &&
+		    si_cap_grants_root(base + ents[i].offs, ents[i].size, out, nlen))
+			res |= E4_PRIV_CAP;
 		count_value(c, k);
 		ents[i].nval = out;
 		ents[i].nsize = nlen;

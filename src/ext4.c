@@ -981,6 +981,15 @@ static void report(struct e4_ctx *c, ext2_ino_t ino, int own, int body, int blk)
 	si_tally_object(&c->h->tally, path);
 }
 
+/* The privilege rule: this inode would grant real root after the shift. */
+static void privileged(struct e4_ctx *c, ext2_ino_t ino)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "<inode %u>", ino);
+	si_tally_privileged(&c->h->tally, path);
+}
+
 /* Is the inode one the shift is for? */
 static bool ino_wanted(const struct e4_ctx *c, ext2_ino_t ino, const unsigned char *raw)
 {
@@ -996,6 +1005,8 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 {
 	struct shiftimg_stats *st = &c->h->tally.st;
 	uint16_t links = get16(raw + I_LINKS);
+	uint32_t uid = get_id(raw, I_UID, I_UID_HIGH);
+	uint32_t gid = get_id(raw, I_GID, I_GID_HIGH);
 	blk64_t blk;
 	int own, body, ea = 0;
 
@@ -1017,6 +1028,11 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 			st->hardlinks += links - 1u;
 		if (c->listing || c->h->tally.pending)
 			report(c, ino, own, body, ea);
+		if (((body | ea) & E4_PRIV_CAP) ||
+		    si_grants_root(get16(raw), uid, gid,
+				   get_id(raw, I_UID, I_UID_HIGH),
+				   get_id(raw, I_GID, I_GID_HIGH)))
+			privileged(c, ino);
 	}
 	return (own | body) & SI_CHANGED;
 }
@@ -1356,6 +1372,8 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 
 	if (c->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL && c->h->tally.st.unmapped)
 		return si_unmapped_refuse(c->h, c->name);
+	if (c->h->tally.privileged && si_check_privileged(c->h))
+		return si_privileged_refuse(c->h, c->name);
 	if (c->h->journal)
 		si_journal_blocks(c->h->journal, c->bsz, write_now, c);
 	err = write_runs(c, rs);

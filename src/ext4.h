@@ -72,10 +72,13 @@ uint32_t e4_crc32c(uint32_t crc, const void *p, size_t len);
 
 /* ext4-xattr.c */
 enum e4_area { E4_AREA_INODE, E4_AREA_BLOCK };
+/* Beside SI_CHANGED/SI_UNMAPPED: a capability value becomes real root's. */
+#define E4_PRIV_CAP	(1 << 8)
 /*
  * Shifts the ACLs, capabilities and override_stat values of one xattr
  * area in place: [first, end) holds the entries, value offsets count
- * from base.  Returns SI_CHANGED/SI_UNMAPPED bits or si_error()'s value.
+ * from base.  Returns SI_CHANGED/SI_UNMAPPED/E4_PRIV_CAP bits or
+ * si_error()'s value.
  */
 int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		  enum e4_area kind, unsigned char *base, unsigned char *first,
