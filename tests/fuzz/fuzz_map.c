@@ -55,14 +55,24 @@ static void check_map(const struct si_idmap *m)
 
 static void check(struct shiftimg *h)
 {
-	char buf[64];
+	char buf[64], *full;
+	int n;
 
 	check_map(&h->given[0]);
 	check_map(&h->given[1]);
-	/* Formatting into a small buffer must truncate, not overflow. */
-	shiftimg_map_format(h, buf, sizeof(buf));
-	if (memchr(buf, '\0', sizeof(buf)) == NULL)
+	/*
+	 * Measured (NULL, 0), then formatted into a small buffer: the same
+	 * length, truncated and terminated, never overflowed.
+	 */
+	n = shiftimg_map_format(h, NULL, 0);
+	if (shiftimg_map_format(h, buf, sizeof(buf)) != n ||
+	    memchr(buf, '\0', sizeof(buf)) == NULL)
 		abort();
+	full = malloc((size_t)n + 1);
+	if (!full || shiftimg_map_format(h, full, (size_t)n + 1) != n ||
+	    strlen(full) != (size_t)n || strncmp(full, buf, sizeof(buf) - 1))
+		abort();
+	free(full);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
