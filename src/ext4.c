@@ -4,12 +4,14 @@
  *
  * A run has two phases.  Planning reads the used part of every inode
  * table in large sequential runs, checks each in-use inode's checksum,
- * and computes the shifted inodes and EA blocks, keeping them in memory
- * within a budget; nothing is written, so every refusal (a bad
- * checksum, a value that no longer fits, --unmapped=fail) leaves the
- * image as it was.  Writing then puts the changed runs back in place
- * (recomputing those that did not fit in the budget) and rewrites the
- * quota files.  The check pass is planning alone.
+ * and computes the shifted inodes and EA blocks, noting which runs
+ * change and keeping shifted EA blocks in memory within a budget;
+ * nothing is written, so every refusal (a bad checksum, a value that no
+ * longer fits, --unmapped=fail) leaves the image as it was.  Writing
+ * then reads and shifts each changed run again, from the page cache,
+ * and puts it back in place (EA blocks likewise, those not kept
+ * recomputed), then rewrites the quota files.  The check pass is
+ * planning alone.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -320,6 +322,61 @@ static void csum_set(const struct e4_ctx *c, const struct csum_batch *b)
 	}
 }
 
+/*
+ * The raw crc32c is linear: crc(seed, A ^ D) = crc(seed, A) ^ crc(0, D).
+ * When only the owner fields of an inode change and its checksum has all
+ * 32 bits (the high half after i_extra_isize), the new checksum is the
+ * old one with the changed bytes' contributions folded in, one table
+ * look-up per byte instead of a pass over the whole inode.
+ */
+static const unsigned int owner_bytes[8] = {
+	I_UID, I_UID + 1, I_GID, I_GID + 1,
+	I_UID_HIGH, I_UID_HIGH + 1, I_GID_HIGH, I_GID_HIGH + 1,
+};
+
+static void csum_tables(struct e4_ctx *c)
+{
+	unsigned char *z = c->scratch;
+
+	memset(z, 0, c->isz);
+	for (int k = 0; k < 8; k++) {
+		uint32_t bit[8];
+
+		for (int b = 0; b < 8; b++) {
+			z[owner_bytes[k]] = (unsigned char)(1u << b);
+			bit[b] = e4_crc32c(0, z, c->isz);
+		}
+		z[owner_bytes[k]] = 0;
+		for (unsigned int v = 0; v < 256; v++) {
+			uint32_t x = 0;
+
+			for (int b = 0; b < 8; b++)
+				if (v & (1u << b))
+					x ^= bit[b];
+			c->ctab[k][v] = x;
+		}
+	}
+	c->have_ctab = true;
+}
+
+static void owner_save(const unsigned char *raw, unsigned char old[8])
+{
+	for (int k = 0; k < 8; k++)
+		old[k] = raw[owner_bytes[k]];
+}
+
+/* The checksum of an inode whose owner bytes alone changed from old. */
+static void csum_patch(const struct e4_ctx *c, unsigned char *raw,
+		       const unsigned char old[8])
+{
+	uint32_t crc = get16(raw + I_CSUM_LO) | (uint32_t)get16(raw + I_CSUM_HI) << 16;
+
+	for (int k = 0; k < 8; k++)
+		crc ^= c->ctab[k][old[k] ^ raw[owner_bytes[k]]];
+	put16(raw + I_CSUM_LO, (uint16_t)crc);
+	put16(raw + I_CSUM_HI, (uint16_t)(crc >> 16));
+}
+
 /* ---- probing and opening ---- */
 
 static bool looks_partitioned(const unsigned char *b)
@@ -612,7 +669,6 @@ struct e4_run {
 	blk64_t blk;
 	unsigned int nblk;
 	ext2_ino_t ino;			/* the first inode in it */
-	unsigned char *buf;		/* shifted contents, if kept */
 	bool dirty;
 };
 
@@ -999,8 +1055,11 @@ static bool ino_wanted(const struct e4_ctx *c, ext2_ino_t ino, const unsigned ch
 
 /*
  * Shifts one wanted inode in its table buffer.  Returns SI_CHANGED when
- * the inode's bytes changed (the caller sets its checksum again).
+ * the inode's bytes changed (the caller sets its checksum again), with
+ * BODY_CHANGED when more than the owner did.
  */
+#define BODY_CHANGED	(1 << 9)
+
 static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 {
 	struct shiftimg_stats *st = &c->h->tally.st;
@@ -1034,7 +1093,7 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 				   get_id(raw, I_GID, I_GID_HIGH)))
 			privileged(c, ino);
 	}
-	return (own | body) & SI_CHANGED;
+	return ((own | body) & SI_CHANGED) | (body & SI_CHANGED ? BODY_CHANGED : 0);
 }
 
 static int flush_verify(struct e4_ctx *c, struct csum_batch *b)
@@ -1056,19 +1115,20 @@ static void add_lane(struct csum_batch *b, ext2_ino_t ino, unsigned char *raw)
 }
 
 /*
- * Shifts a slice of at most SLICE inodes: checksums first (so a bad one
- * refuses before anything is counted), then the shift, then the new
- * checksums of the inodes that changed.
+ * Shifts a slice of at most SLICE inodes.  Planning checks the
+ * checksums first (so a bad one refuses before anything is counted),
+ * then shifts; its buffer is not written, so it sets no checksum.  The
+ * replay before writing shifts the same verified bytes again and sets
+ * the checksums of the inodes that changed.
  */
 #define SLICE 64
 
-static int shift_slice(struct e4_ctx *c, ext2_ino_t first, unsigned int n,
-		       unsigned char *buf)
+static int verify_slice(struct e4_ctx *c, ext2_ino_t first, unsigned int n,
+			unsigned char *buf, unsigned int *want)
 {
-	ext2_ino_t want[SLICE];
-	unsigned int nw = 0;
 	struct csum_batch b = { 0 };
-	int err, res = 0;
+	unsigned int nw = 0;
+	int err;
 
 	for (unsigned int i = 0; i < n; i++) {
 		unsigned char *raw = buf + (size_t)i * c->isz;
@@ -1076,21 +1136,44 @@ static int shift_slice(struct e4_ctx *c, ext2_ino_t first, unsigned int n,
 		if (!ino_wanted(c, first + i, raw))
 			continue;
 		want[nw++] = i;
+		if (!c->csum || c->replay)
+			continue;
 		add_lane(&b, first + i, raw);
 		if (b.n == CSUM_LANES && (err = flush_verify(c, &b)))
 			return err;
 	}
 	if ((err = flush_verify(c, &b)))
 		return err;
-	for (unsigned int k = 0; k < nw; k++) {
-		unsigned char *raw = buf + (size_t)want[k] * c->isz;
-		int x = shift_inode(c, first + want[k], raw);
+	return (int)nw;
+}
 
+static int shift_slice(struct e4_ctx *c, ext2_ino_t first, unsigned int n,
+		       unsigned char *buf)
+{
+	unsigned int want[SLICE];
+	struct csum_batch b = { 0 };
+	bool set = c->csum && c->replay;
+	int nw, res = 0;
+
+	nw = verify_slice(c, first, n, buf, want);
+	if (nw < 0)
+		return nw;
+	for (int k = 0; k < nw; k++) {
+		unsigned char *raw = buf + (size_t)want[k] * c->isz;
+		unsigned char old[8];
+		int x;
+
+		owner_save(raw, old);
+		x = shift_inode(c, first + want[k], raw);
 		if (x < 0)
 			return x;
-		res |= x;
-		if (!(x & SI_CHANGED) || !c->csum)
+		res |= x & SI_CHANGED;
+		if (!set || !(x & SI_CHANGED))
 			continue;
+		if (!(x & BODY_CHANGED) && c->have_ctab && inode_has_csum_hi(c, raw)) {
+			csum_patch(c, raw, old);
+			continue;
+		}
 		add_lane(&b, first + want[k], raw);
 		if (b.n == CSUM_LANES) {
 			csum_set(c, &b);
@@ -1133,41 +1216,47 @@ static int read_run(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf
 }
 
 /*
- * Run buffers are large and, when kept, fresh memory: huge pages spare
- * the page faults that would otherwise cost as much as the copy.
+ * One run buffer serves every run, in planning and in writing: fresh
+ * memory would cost a page clearing per page, more than the read and
+ * the shift together.  Huge pages spare the page faults of the first use.
  */
-static unsigned char *run_alloc(size_t len)
+static unsigned char *run_buffer(struct e4_ctx *c, const struct e4_runs *rs)
 {
 	const size_t huge = 2u << 20;
+	size_t len = 0;
 	void *p;
 
-	if (len < huge)
-		return malloc(len);
-	if (posix_memalign(&p, huge, len))
-		return NULL;
-	madvise(p, len, MADV_HUGEPAGE);
-	return p;
+	for (size_t i = 0; i < rs->nr; i++)
+		if ((size_t)rs->r[i].nblk * c->bsz > len)
+			len = (size_t)rs->r[i].nblk * c->bsz;
+	if (c->run || !len)
+		return c->run;
+	if (len < huge) {
+		c->run = malloc(len);
+	} else if (!posix_memalign(&p, huge, len)) {
+		madvise(p, len, MADV_HUGEPAGE);
+		c->run = p;
+	}
+	if (!c->run)
+		si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	return c->run;
 }
 
 static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 {
+	unsigned char *buf = run_buffer(c, rs);
+
+	if (!buf && rs->nr)
+		return -ENOMEM;
 	for (size_t i = 0; i < rs->nr; i++) {
 		struct e4_run *r = &rs->r[i];
-		size_t len = (size_t)r->nblk * c->bsz;
-		unsigned char *buf = run_alloc(len);
-		int res;
+		int res = read_run(c, r, buf);
 
-		if (!buf)
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		res = read_run(c, r, buf);
 		if (!res)
 			res = shift_run(c, r, buf);
-		if (res < 0) {
-			free(buf);
+		if (res < 0)
 			return res;
-		}
 		r->dirty = res & SI_CHANGED;
-		r->buf = r->dirty ? keep(c, buf, len) : (free(buf), NULL);
 		si_progress(c->h, c->h->tally.st.objects, rs->inodes);
 	}
 	return 0;
@@ -1175,34 +1264,30 @@ static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 
 /* ---- writing ---- */
 
+/*
+ * Each changed run is read and shifted again, exactly as planned (the
+ * image is locked, and planning refused everything that could fail),
+ * then written back.  The second read comes from the page cache.
+ */
 static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
 {
-	for (size_t i = 0; i < rs->nr; i++) {
+	unsigned char *buf = c->run;
+	int err = 0;
+
+	c->replay = true;
+	for (size_t i = 0; !err && i < rs->nr; i++) {
 		struct e4_run *r = &rs->r[i];
-		unsigned char *buf = r->buf;
-		int err = 0;
 
 		if (!r->dirty)
 			continue;
-		if (!buf) {
-			/* Not kept: read and shift again, exactly as planned. */
-			buf = run_alloc((size_t)r->nblk * c->bsz);
-			if (!buf)
-				return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-			c->replay = true;
-			err = read_run(c, r, buf);
-			if (!err)
-				err = shift_run(c, r, buf) < 0 ? -EIO : 0;
-			c->replay = false;
-		}
+		err = read_run(c, r, buf);
+		if (!err)
+			err = shift_run(c, r, buf) < 0 ? -EIO : 0;
 		if (!err)
 			err = e4_write_blocks(c, r->blk, r->nblk, buf);
-		if (buf != r->buf)
-			free(buf);
-		if (err)
-			return err;
 	}
-	return 0;
+	c->replay = false;
+	return err;
 }
 
 static int write_ea(struct e4_ctx *c)
@@ -1335,9 +1420,8 @@ static size_t budget(void)
 
 static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 {
-	for (size_t i = 0; i < rs->nr; i++)
-		free(rs->r[i].buf);
 	free(rs->r);
+	free(c->run);
 	for (size_t i = 0; i < c->ea_cap; i++)
 		free(c->ea[i].buf);
 	free(c->ea);
@@ -1415,6 +1499,8 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 		err = si_error(h, ENOMEM, "%s: out of memory", c.name);
 		goto out_close;
 	}
+	if (c.apply && c.csum && c.isz > I_EXTRA_ISIZE)
+		csum_tables(&c);
 	if (c.apply && flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		err = refuse(&c, EBUSY, "another process holds a lock on it");
 		goto out_close;

@@ -33,6 +33,8 @@ struct e4_ctx {
 	unsigned int bsz;		/* block size */
 	bool csum;			/* metadata_csum */
 	uint32_t seed;			/* checksum seed */
+	bool have_ctab;
+	uint32_t ctab[8][256];		/* crc32c of each owner byte's change */
 
 	/* Inodes in use: a flat copy of the inode bitmap. */
 	unsigned char *ibits;
@@ -45,8 +47,9 @@ struct e4_ctx {
 	struct e4_range { blk64_t first, last; } *meta;
 	size_t nr_meta;
 
-	/* Memory for shifted blocks kept between planning and writing. */
+	/* Memory for shifted EA blocks kept between planning and writing. */
 	size_t budget, kept;
+	unsigned char *run;		/* the one inode-table run buffer */
 
 	/* The rewritten user and group quota files, planned before writing. */
 	struct e4_qfile {
