@@ -44,7 +44,7 @@
 #define R_HEAD		24
 #define R_TAIL		8
 #define BUF_FLUSH	(1u << 20)	/* journal bytes kept before a write(2) */
-#define BATCH_BYTES	(8u << 20)	/* ext4: queued in-place bytes per commit */
+#define BATCH_BYTES	(32u << 20)	/* ext4: queued in-place bytes per commit */
 #define BATCH_RECS	4096		/* ext4: queued writes per commit */
 #define RANGE_GAP	16		/* unchanged bytes merged into a range */
 #define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
@@ -57,7 +57,7 @@ enum { REC_TREE = 1, REC_BLOCK = 2, REC_COMMIT = 3 };
 struct pending {
 	uint64_t blk;
 	unsigned int count;
-	unsigned char *data;
+	size_t at;			/* its new bytes, in the arena */
 };
 
 struct si_journal {
@@ -85,6 +85,13 @@ struct si_journal {
 	void *backend_arg;
 	struct pending *q;
 	size_t nr_q, cap_q, q_bytes;
+	/*
+	 * The new bytes of the queued writes, back to back.  Kept from one
+	 * batch to the next: fresh memory for every batch would cost more
+	 * in page faults than the copy itself.
+	 */
+	unsigned char *arena;
+	size_t arena_cap;
 
 	char *stamp_old;		/* the stamp before the run */
 	char stamp_new[64 + 32];	/* "" when the run removes it */
@@ -866,43 +873,70 @@ void si_journal_blocks(struct si_journal *j, unsigned int bsz,
 	j->write_arg = arg;
 }
 
-/* Counts (or, with p, encodes) the ranges where old and new differ. */
-static size_t diff_ranges(const unsigned char *old, const unsigned char *new,
-			  size_t len, unsigned char *p, uint32_t *nr)
+/* The first byte from at where old and new differ, or len. */
+static size_t next_diff(const unsigned char *old, const unsigned char *new,
+			size_t len, size_t at)
 {
-	size_t at = 0, bytes = 0;
+	uint64_t a, b;
 
+	/* A word at a time: inode tables change in a few bytes per inode. */
+	for (; at + 8 <= len; at += 8) {
+		memcpy(&a, old + at, 8);
+		memcpy(&b, new + at, 8);
+		if (a != b)
+			return at + (size_t)(__builtin_ctzll(le64toh(a ^ b)) / 8);
+	}
+	while (at < len && old[at] == new[at])
+		at++;
+	return at;
+}
+
+/*
+ * Finds the next range from *at where old and new differ; unchanged
+ * runs shorter than RANGE_GAP are merged into it.
+ */
+static bool next_range(const unsigned char *old, const unsigned char *new,
+		       size_t len, size_t *at, size_t *start, size_t *end)
+{
+	size_t d = next_diff(old, new, len, *at);
+
+	if (d == len)
+		return false;
+	*start = d;
+	do {
+		*end = d + 1;
+		d = next_diff(old, new, len, *end);
+	} while (d < len && d - *end < RANGE_GAP);
+	*at = *end;
+	return true;
+}
+
+/*
+ * Appends the changed ranges to the record begun at j->len, whose
+ * payload starts head bytes in, in one pass; *bytes is their size.
+ */
+static int put_ranges(struct si_journal *j, size_t head,
+		      const unsigned char *old, const unsigned char *new,
+		      size_t len, size_t *bytes, uint32_t *nr)
+{
+	size_t at = 0, start, end, n;
+	unsigned char *p;
+
+	*bytes = 0;
 	*nr = 0;
-	while (at < len) {
-		size_t start, end, gap;
-
-		while (at + 8 <= len && !memcmp(old + at, new + at, 8))
-			at += 8;
-		while (at < len && old[at] == new[at])
-			at++;
-		if (at == len)
-			break;
-		start = at;
-		end = at + 1;
-		for (gap = 0, at = end; at < len && gap < RANGE_GAP; at++) {
-			if (old[at] != new[at]) {
-				end = at + 1;
-				gap = 0;
-			} else {
-				gap++;
-			}
-		}
-		at = end;
-		if (p) {
-			put32(p + bytes, (uint32_t)start);
-			put32(p + bytes + 4, (uint32_t)(end - start));
-			memcpy(p + bytes + 8, old + start, end - start);
-			memcpy(p + bytes + 8 + end - start, new + start, end - start);
-		}
-		bytes += 8 + 2 * (end - start);
+	while (next_range(old, new, len, &at, &start, &end)) {
+		n = end - start;
+		if (reserve(j, head + *bytes + 8 + 2 * n + R_TAIL) < 0)
+			return -ENOMEM;
+		p = j->buf + j->len + head + *bytes;
+		put32(p, (uint32_t)start);
+		put32(p + 4, (uint32_t)n);
+		memcpy(p + 8, old + start, n);
+		memcpy(p + 8 + n, new + start, n);
+		*bytes += 8 + 2 * n;
 		(*nr)++;
 	}
-	return bytes;
+	return 0;
 }
 
 /* Writes per commit; SHIFTIMG_JOURNAL_BATCH makes batches small for tests. */
@@ -923,21 +957,21 @@ static int drain(struct si_journal *j)
 {
 	int err = 0;
 
-	for (size_t i = 0; i < j->nr_q; i++) {
-		struct pending *q = &j->q[i];
+	for (size_t i = 0; i < j->nr_q && !err; i++) {
+		const struct pending *q = &j->q[i];
+		const unsigned char *data = j->arena + q->at;
 
-		if (!err && fault_active()) {
+		if (fault_active()) {
 			/* Block by block, so a fault can land inside a run. */
 			for (unsigned int b = 0; b < q->count && !err; b++) {
 				si_fault(SI_FAULT_WRITE);
 				err = j->write_fn(j->write_arg, q->blk + b, 1,
-						  q->data + (size_t)b * j->bsz);
+						  data + (size_t)b * j->bsz);
 			}
-		} else if (!err) {
+		} else {
 			si_fault(SI_FAULT_WRITE);
-			err = j->write_fn(j->write_arg, q->blk, q->count, q->data);
+			err = j->write_fn(j->write_arg, q->blk, q->count, data);
 		}
-		free(q->data);
 	}
 	j->nr_q = 0;
 	j->q_bytes = 0;
@@ -957,47 +991,69 @@ static int commit_and_drain(struct si_journal *j)
 	return drain(j);
 }
 
-int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
-			const void *old, const void *new)
+/* Queues a copy of a write's new bytes in the arena. */
+static int enqueue(struct si_journal *j, uint64_t blk, unsigned int count,
+		   const void *new, size_t len)
 {
-	size_t len = (size_t)count * j->bsz, bytes;
-	unsigned char *p, *copy;
-	uint32_t nr;
-	int err;
-
-	bytes = diff_ranges(old, new, len, NULL, &nr);
-	if (!nr)
-		return 0;	/* nothing changes: nothing to write either */
-	p = rec_begin(j, REC_BLOCK, 32 + bytes);
-	if (!p)
-		return si_error(j->h, ENOMEM, "out of memory");
-	put64(p, j->offset + blk * j->bsz);
-	put32(p + 8, (uint32_t)len);
-	put32(p + 12, nr);
-	put64(p + 16, XXH64(old, len, 0));
-	put64(p + 24, XXH64(new, len, 0));
-	diff_ranges(old, new, len, p + 32, &nr);
-	rec_end(j, 32 + bytes);
-
 	if (j->nr_q == j->cap_q) {
 		size_t cap = j->cap_q ? j->cap_q * 2 : 256;
 		struct pending *q = realloc(j->q, cap * sizeof(*q));
 
 		if (!q)
-			return si_error(j->h, ENOMEM, "out of memory");
+			return -ENOMEM;
 		j->q = q;
 		j->cap_q = cap;
 	}
-	copy = malloc(len);
-	if (!copy)
-		return si_error(j->h, ENOMEM, "out of memory");
-	memcpy(copy, new, len);
-	j->q[j->nr_q++] = (struct pending){ blk, count, copy };
+	if (j->q_bytes + len > j->arena_cap) {
+		size_t cap = j->arena_cap ? j->arena_cap : 1u << 20;
+		unsigned char *a;
+
+		while (cap < j->q_bytes + len)
+			cap *= 2;
+		a = realloc(j->arena, cap);
+		if (!a)
+			return -ENOMEM;
+		j->arena = a;
+		j->arena_cap = cap;
+	}
+	memcpy(j->arena + j->q_bytes, new, len);
+	j->q[j->nr_q++] = (struct pending){ blk, count, j->q_bytes };
 	j->q_bytes += len;
-	if (j->q_bytes < BATCH_BYTES && j->nr_q < batch_recs() && j->len < BUF_FLUSH)
-		return 0;
-	err = commit_and_drain(j);
-	return err;
+	return 0;
+}
+
+/*
+ * Records a write and queues it.  The journal's buffer goes out to the
+ * file when it fills, but is synced (committed) only once per batch:
+ * one fdatasync for up to BATCH_BYTES of in-place writes.
+ */
+int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
+			const void *old, const void *new)
+{
+	size_t len = (size_t)count * j->bsz, bytes;
+	unsigned char *p;
+	uint32_t nr;
+
+	if (!memcmp(old, new, len))
+		return 0;	/* nothing changes: nothing to write either */
+	if (!rec_begin(j, REC_BLOCK, 32) ||
+	    put_ranges(j, R_HEAD + 32, old, new, len, &bytes, &nr) < 0 ||
+	    enqueue(j, blk, count, new, len) < 0) {
+		j->failed = true;	/* a half-made record: commit nothing more */
+		return si_error(j->h, ENOMEM, "out of memory");
+	}
+	p = j->buf + j->len;
+	put32(p + 8, (uint32_t)(32 + bytes));
+	p += R_HEAD;
+	put64(p, j->offset + blk * j->bsz);
+	put32(p + 8, (uint32_t)len);
+	put32(p + 12, nr);
+	put64(p + 16, XXH64(old, len, 0));
+	put64(p + 24, XXH64(new, len, 0));
+	rec_end(j, 32 + bytes);
+	if (j->q_bytes >= BATCH_BYTES || j->nr_q >= batch_recs())
+		return commit_and_drain(j);
+	return j->len >= BUF_FLUSH ? write_out(j) : 0;
 }
 
 int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
@@ -1020,7 +1076,8 @@ bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf)
 		const struct pending *q = &j->q[i];
 
 		if (blk >= q->blk && blk < q->blk + q->count) {
-			memcpy(buf, q->data + (size_t)(blk - q->blk) * j->bsz, j->bsz);
+			memcpy(buf, j->arena + q->at + (size_t)(blk - q->blk) * j->bsz,
+			       j->bsz);
 			return true;
 		}
 	}
@@ -1283,9 +1340,8 @@ static void journal_free(struct si_journal *j)
 	if (active == j)
 		active = NULL;
 	si_fault_on_crash(NULL, NULL);
-	for (size_t i = 0; i < j->nr_q; i++)
-		free(j->q[i].data);
 	free(j->q);
+	free(j->arena);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);
