@@ -24,11 +24,26 @@
 #include "journal.h"
 
 #define SLOTS_MIN	1024
+#define RECENT		2		/* reads remembered for the writes after them */
+#define RECENT_MAX	(16u << 20)	/* bytes: larger reads are not remembered */
 
 /* A block written since the last flush (power-loss mode only). */
 struct lost {
 	unsigned long long blk;		/* ~0: empty */
 	unsigned char *data;
+};
+
+/*
+ * A recent read: what the blocks held then (queued writes included).
+ * The ext4 backend writes each inode-table run just after reading it
+ * through this channel: its old bytes for the journal are here, and
+ * need no second read.
+ */
+struct recent {
+	unsigned long long blk;
+	unsigned int count;		/* 0: empty */
+	unsigned char *data;
+	size_t cap;
 };
 
 struct sio {
@@ -37,6 +52,11 @@ struct sio {
 	bool power;
 	struct lost *slot;		/* open addressing by block number */
 	size_t cap, nr;
+	unsigned char *old;		/* a write's old bytes, read back */
+	size_t old_cap;
+	bool writing;			/* reads are remembered from the first write */
+	struct recent recent[RECENT];
+	unsigned int next;
 };
 
 static struct struct_io_manager sio_manager;
@@ -109,6 +129,69 @@ static errcode_t overlay_flush(struct sio *p)
 	}
 	p->nr = 0;
 	return err;
+}
+
+/* ---- recent reads ---- */
+
+static void remember(struct sio *p, unsigned long long blk, int count,
+		     const void *data, size_t bsz)
+{
+	size_t len = (size_t)count * bsz;
+	struct recent *r = &p->recent[p->next];
+
+	if (!p->j || !p->writing || len > RECENT_MAX)
+		return;
+	for (unsigned int i = 0; i < RECENT; i++)
+		if (p->recent[i].count && p->recent[i].blk == blk)
+			r = &p->recent[i];	/* a fresher copy of the same run */
+	if (r == &p->recent[p->next])
+		p->next = (p->next + 1) % RECENT;
+	if (r->cap < len) {
+		unsigned char *d = realloc(r->data, len);
+
+		r->count = 0;
+		if (!d)
+			return;
+		r->data = d;
+		r->cap = len;
+	}
+	memcpy(r->data, data, len);
+	r->blk = blk;
+	r->count = (unsigned int)count;
+}
+
+/* The remembered bytes of blocks blk..blk+count-1, or NULL. */
+static const unsigned char *recall(const struct sio *p, unsigned long long blk,
+				   int count, size_t bsz)
+{
+	for (unsigned int i = 0; i < RECENT; i++) {
+		const struct recent *r = &p->recent[i];
+
+		if (r->count && blk >= r->blk &&
+		    blk + (unsigned int)count <= r->blk + r->count)
+			return r->data + (size_t)(blk - r->blk) * bsz;
+	}
+	return NULL;
+}
+
+/* A write makes what was remembered of its blocks stale. */
+static void forget(struct sio *p, unsigned long long blk, int count)
+{
+	for (unsigned int i = 0; i < RECENT; i++) {
+		struct recent *r = &p->recent[i];
+
+		if (r->count && blk < r->blk + r->count &&
+		    r->blk < blk + (unsigned int)count)
+			r->count = 0;
+	}
+}
+
+static void forget_all(struct sio *p)
+{
+	for (unsigned int i = 0; i < RECENT; i++) {
+		free(p->recent[i].data);
+		p->recent[i] = (struct recent){ 0 };
+	}
 }
 
 /* ---- below the journal: the image, or the overlay on it ---- */
@@ -221,6 +304,8 @@ static errcode_t sio_close(io_channel ch)
 	err = sio_flush(ch);
 	io_channel_close(p->real);
 	free(p->slot);
+	free(p->old);
+	forget_all(p);
 	free(p);
 	free(ch->name);
 	free(ch);
@@ -234,6 +319,7 @@ static errcode_t sio_set_blksize(io_channel ch, int blksize)
 
 	/* Writes queued or kept at the old size would no longer line up. */
 	err = sio_flush(ch);
+	forget_all(p);
 	if (!err)
 		err = io_channel_set_blksize(p->real, blksize);
 	ch->block_size = blksize;
@@ -242,11 +328,28 @@ static errcode_t sio_set_blksize(io_channel ch, int blksize)
 	return err;
 }
 
+/* What the blocks hold now: the image, and the writes still queued. */
+static errcode_t read_now(io_channel ch, unsigned long long blk, int count,
+			  void *data)
+{
+	struct sio *p = ch->private_data;
+	size_t bsz = (size_t)ch->block_size;
+	errcode_t err = lower_read(ch, blk, count, data);
+
+	if (err || !p->j)
+		return err;
+	for (int i = 0; i < count; i++)
+		si_journal_peek(p->j, blk + (unsigned int)i,
+				(unsigned char *)data + (size_t)i * bsz);
+	return 0;
+}
+
 static errcode_t sio_read64(io_channel ch, unsigned long long blk, int count,
 			    void *data)
 {
 	struct sio *p = ch->private_data;
 	size_t bsz = (size_t)ch->block_size;
+	const unsigned char *prev;
 	unsigned char *b;
 	errcode_t err;
 
@@ -263,12 +366,30 @@ static errcode_t sio_read64(io_channel ch, unsigned long long blk, int count,
 		free(b);
 		return err;
 	}
-	err = lower_read(ch, blk, count, data);
-	if (err || !p->j)
-		return err;
-	for (int i = 0; i < count; i++)
-		si_journal_peek(p->j, blk + (unsigned int)i,
-				(unsigned char *)data + (size_t)i * bsz);
+	/* Nothing was written there since: the bytes are the same. */
+	prev = recall(p, blk, count, bsz);
+	if (prev) {
+		memcpy(data, prev, (size_t)count * bsz);
+		return 0;
+	}
+	err = read_now(ch, blk, count, data);
+	if (!err)
+		remember(p, blk, count, data, bsz);
+	return err;
+}
+
+/* The buffer a write's old bytes are read back into, kept. */
+static errcode_t old_buf(struct sio *p, size_t len)
+{
+	unsigned char *b;
+
+	if (p->old_cap >= len)
+		return 0;
+	b = realloc(p->old, len);
+	if (!b)
+		return EXT2_ET_NO_MEMORY;
+	p->old = b;
+	p->old_cap = len;
 	return 0;
 }
 
@@ -277,8 +398,9 @@ static errcode_t sio_write64(io_channel ch, unsigned long long blk, int count,
 {
 	struct sio *p = ch->private_data;
 	size_t bsz = (size_t)ch->block_size, len;
+	const unsigned char *prev;
 	unsigned char *old;
-	errcode_t err;
+	errcode_t err = 0;
 	int ret;
 
 	if (count < 0) {
@@ -298,17 +420,21 @@ static errcode_t sio_write64(io_channel ch, unsigned long long blk, int count,
 	}
 	if (!p->j)
 		return lower_write(ch, blk, count, data);
+	p->writing = true;
 	len = (size_t)count * bsz;
-	old = malloc(len);
-	if (!old)
-		return EXT2_ET_NO_MEMORY;
-	err = sio_read64(ch, blk, count, old);
-	if (!err) {
-		ret = si_journal_io_block(p->j, blk, (unsigned int)count, old, data);
-		if (ret < 0)
-			err = ret > -4096 ? (errcode_t)-ret : EXT2_ET_SHORT_WRITE;
+	prev = recall(p, blk, count, bsz);
+	if (!prev) {
+		err = old_buf(p, len);
+		if (!err)
+			err = read_now(ch, blk, count, p->old);
+		if (err)
+			return err;
+		prev = p->old;
 	}
-	free(old);
+	ret = si_journal_io_block(p->j, blk, (unsigned int)count, prev, data);
+	forget(p, blk, count);
+	if (ret < 0)
+		err = ret > -4096 ? (errcode_t)-ret : EXT2_ET_SHORT_WRITE;
 	return err;
 }
 
