@@ -43,6 +43,8 @@
 #define XA_MAX		4		/* id-bearing xattrs an object can have */
 #define XA_VALUE_MAX	65536		/* XATTR_SIZE_MAX */
 #define FLAGS_PINNED	(FS_IMMUTABLE_FL | FS_APPEND_FL)
+/* Inodes with id-bearing xattrs the check pass notes for the apply pass. */
+#define NOTED_MAX	32768		/* past this (1 MB), the apply pass lists all */
 #define STATX_WANT	(STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID | \
 			 STATX_INO | STATX_NLINK | STATX_MNT_ID)
 
@@ -88,6 +90,10 @@ struct walk {
 	bool done;
 
 	struct si_inoset links;		/* inodes with nlink > 1 already done */
+	struct si_inoset *note;		/* check: inodes with id-bearing xattrs */
+	_Atomic size_t nr_noted;
+	_Atomic bool note_full;
+	struct si_inoset *noted;	/* apply: the check pass's note, or NULL */
 	_Atomic uint64_t visited;
 	uint64_t total;			/* for progress; 0 if unknown */
 };
@@ -176,13 +182,58 @@ static ssize_t list_xattrs(struct si_obj *o, char **buf, size_t *cap,
 	}
 }
 
-static ssize_t get_xattr(struct si_obj *o, const char *name, void *buf,
-			 size_t size)
+static ssize_t get_xattr_sized(struct si_obj *o, const char *name, void *buf,
+			       size_t size)
 {
 	ssize_t n = o->fd >= 0 ? fgetxattr(o->fd, name, buf, size) :
 				 lgetxattr(o->name, name, buf, size);
 
 	return n < 0 ? -errno : n;
+}
+
+/*
+ * The kernel zeroes a buffer of the size asked for, so ask for a small
+ * one first: ACLs and capabilities are rarely more than a few entries.
+ */
+static ssize_t get_xattr(struct si_obj *o, const char *name, void *buf,
+			 size_t size)
+{
+	ssize_t n = get_xattr_sized(o, name, buf, size < 256 ? size : 256);
+
+	return n == -ERANGE ? get_xattr_sized(o, name, buf, size) : n;
+}
+
+static uint64_t dev_of(const struct statx *sx)
+{
+	return ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor;
+}
+
+/*
+ * The check pass notes every inode that has an id-bearing xattr, so
+ * that the apply pass after it lists the xattrs of those alone: most
+ * trees have few, and a listing costs about as much as a stat.  The
+ * note is bounded; past NOTED_MAX inodes the apply pass lists them all.
+ */
+static void note_xattrs(struct walk *w, const struct statx *sx)
+{
+	if (!w->note || w->note_full)
+		return;
+	if (si_inoset_add(w->note, dev_of(sx), sx->stx_ino) < 0 ||
+	    ++w->nr_noted > NOTED_MAX)
+		w->note_full = true;
+}
+
+/*
+ * An inode the check pass saw without id-bearing xattrs is not listed
+ * again: an xattr added between the passes was not checked either (it
+ * may hold an unmapped id) and is not in the journal's plan, so the
+ * apply pass does exactly what the check pass planned.
+ */
+static bool xattrs_wanted(const struct walk *w, const struct statx *sx)
+{
+	if (S_ISLNK(sx->stx_mode))
+		return false;
+	return !w->noted || si_inoset_has(w->noted, dev_of(sx), sx->stx_ino);
 }
 
 /* Reads and shifts the id-bearing xattrs into o->xa[]. */
@@ -191,6 +242,7 @@ static int read_xattrs(struct worker *k, struct si_obj *o)
 	char stackbuf[1024], *names = stackbuf, *heap = NULL;
 	size_t cap = sizeof(stackbuf);
 	ssize_t len, off;
+	bool noted = false;
 	int err = 0;
 
 	len = list_xattrs(o, &names, &cap, &heap);
@@ -206,6 +258,9 @@ static int read_xattrs(struct worker *k, struct si_obj *o)
 
 		if (si_xattr_kind(name) == SI_XA_NONE)
 			continue;
+		if (!noted)
+			note_xattrs(k->w, &o->sx);
+		noted = true;
 		if (o->nr_xa == XA_MAX)
 			break;
 		x = &o->xa[o->nr_xa];
@@ -254,9 +309,7 @@ static int seen_link(struct walk *w, const struct statx *sx)
 
 	if (S_ISDIR(sx->stx_mode) || sx->stx_nlink < 2)
 		return 0;
-	ret = si_inoset_add(&w->links,
-			    ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor,
-			    sx->stx_ino);
+	ret = si_inoset_add(&w->links, dev_of(sx), sx->stx_ino);
 	return ret < 0 ? ret : !ret;
 }
 
@@ -468,7 +521,7 @@ static int visit(struct worker *k, struct si_obj *o)
 	res = si_shift_id(w->r, SI_KUID, o->sx.stx_uid, &o->uid, &k->t);
 	res |= si_shift_id(w->r, SI_KGID, o->sx.stx_gid, &o->gid, &k->t);
 
-	if (!S_ISLNK(o->sx.stx_mode)) {
+	if (xattrs_wanted(w, &o->sx)) {
 		if (o->fd < 0) {
 			err = enter_parent(k, o->dirfd);
 			if (err)
@@ -804,6 +857,82 @@ out_free:
 	return err;
 }
 
+/* ---- the note, from the check pass to the apply pass ---- */
+
+/*
+ * The backend interface keeps nothing between the passes of a run, so
+ * the note waits here for the apply pass of the same handle and root.
+ * One at a time: a concurrent run on another handle finds no note and
+ * lists every inode's xattrs, as a run without a check pass does.
+ */
+static struct {
+	pthread_mutex_t lock;
+	const struct shiftimg *h;
+	uint64_t dev, ino;
+	struct si_inoset *set;
+} pending_note = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void note_free(struct si_inoset *set)
+{
+	if (!set)
+		return;
+	si_inoset_free(set);
+	free(set);
+}
+
+/* Hands the note over (set may be NULL); frees the one left waiting. */
+static struct si_inoset *note_swap(const struct shiftimg *h,
+				   const struct statx *root,
+				   struct si_inoset *set)
+{
+	struct si_inoset *old, *mine = NULL;
+
+	pthread_mutex_lock(&pending_note.lock);
+	old = pending_note.set;
+	if (old && pending_note.h == h && pending_note.dev == dev_of(root) &&
+	    pending_note.ino == root->stx_ino) {
+		mine = old;
+		old = NULL;
+	}
+	pending_note.h = h;
+	pending_note.dev = dev_of(root);
+	pending_note.ino = root->stx_ino;
+	pending_note.set = set;
+	pthread_mutex_unlock(&pending_note.lock);
+	note_free(old);
+	return mine;
+}
+
+/* A check pass with an apply pass to follow takes notes; the apply pass reads them. */
+static void note_begin(struct walk *w, const struct statx *root)
+{
+	struct shiftimg *h = w->h;
+	struct si_inoset *set;
+
+	if (w->pass == SI_PASS_APPLY) {
+		set = note_swap(h, root, NULL);
+		if (h->planned)
+			w->noted = set;
+		else
+			note_free(set);
+		return;
+	}
+	if (h->flags & SHIFTIMG_DRY_RUN)
+		return;
+	w->note = malloc(sizeof(*w->note));
+	if (w->note)
+		si_inoset_init(w->note);
+}
+
+static void note_end(struct walk *w, const struct statx *root, bool ok)
+{
+	if (w->note && ok && !w->note_full)
+		note_swap(w->h, root, w->note);
+	else
+		note_free(w->note);
+	note_free(w->noted);
+}
+
 /* Visits the root itself, then walks below it. */
 static int tree_shift(struct shiftimg *h, const struct si_target *t,
 		      enum si_pass pass)
@@ -848,6 +977,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	pthread_cond_init(&w.cond, NULL);
 	si_inoset_init(&w.links);
 	si_tally_init(&root.t);
+	note_begin(&w, &o.sx);
 
 	o.fd = fd;
 	err = path_push(&root, t->path, &saved);
@@ -861,6 +991,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	free(xa);
 
 	err = run_workers(&w, fd, t->path);
+	note_end(&w, &o.sx, !err && !h->tally.st.errors);
 	si_inoset_free(&w.links);
 	pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
