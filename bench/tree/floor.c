@@ -4,8 +4,17 @@
  * fstatat + fchownat per entry (no xattrs, no checks), on N threads,
  * each taking whole top-level directories.
  *
- *   floor THREADS DELTA DIR     adds DELTA (may be negative) to every id
+ *   floor THREADS DELTA DIR [OPS]
+ *
+ * adds DELTA (may be negative) to every id.  OPS (default "sc") is the
+ * syscall mix per entry, to price each call the way shiftimg makes it:
+ *   s  fstatat                  x  statx (shiftimg's mask)
+ *   l  llistxattr by name, from a working directory fchdir'ed to the parent
+ *   c  fchownat (needs a stat first)
+ * e.g. "s" is a bare stat walk, "xl" shiftimg's check pass, "xlc" a
+ * one-pass shift without xattrs.
  */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,14 +22,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static long delta;
+static const char *ops = "sc";
 static int rootfd;
 static char **tops;
 static size_t nr_tops;
 static atomic_size_t next;
+
+/* The OPS of one entry; 0, or -1 if it could not be stat'ed. */
+static int entry(int dfd, const char *name, struct stat *st)
+{
+	const char *op;
+	struct statx sx;
+	char list[1024];
+
+	for (op = ops; *op; op++) {
+		switch (*op) {
+		case 's':
+			if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+				return -1;
+			break;
+		case 'x':
+			if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+				  STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID |
+				  STATX_INO | STATX_NLINK | STATX_MNT_ID, &sx) < 0)
+				return -1;
+			st->st_mode = sx.stx_mode;
+			st->st_uid = sx.stx_uid;
+			st->st_gid = sx.stx_gid;
+			break;
+		case 'l':
+			llistxattr(name, list, sizeof(list));
+			break;
+		case 'c':
+			fchownat(dfd, name, (uid_t)(st->st_uid + delta),
+				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
+			break;
+		}
+	}
+	return 0;
+}
 
 static void walk(int dfd)
 {
@@ -29,22 +75,24 @@ static void walk(int dfd)
 
 	if (!d)
 		return;
+	if (strchr(ops, 'l'))
+		fchdir(dfd);
 	while ((e = readdir(d))) {
 		struct stat st;
 
 		if (e->d_name[0] == '.' && (!e->d_name[1] ||
 		    (e->d_name[1] == '.' && !e->d_name[2])))
 			continue;
-		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (entry(dfd, e->d_name, &st) < 0)
 			continue;
-		fchownat(dfd, e->d_name, (uid_t)(st.st_uid + delta),
-			 (gid_t)(st.st_gid + delta), AT_SYMLINK_NOFOLLOW);
 		if (S_ISDIR(st.st_mode)) {
 			int fd = openat(dfd, e->d_name,
 					O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 
 			if (fd >= 0)
 				walk(fd);
+			if (strchr(ops, 'l'))
+				fchdir(dfd);
 		}
 	}
 	closedir(d);
@@ -54,14 +102,14 @@ static void *worker(void *arg)
 {
 	size_t i;
 
+	unshare(CLONE_FS);	/* a working directory of its own */
 	while ((i = next++) < nr_tops) {
 		struct stat st;
 		int fd;
 
-		if (fstatat(rootfd, tops[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+		fchdir(rootfd);
+		if (entry(rootfd, tops[i], &st) < 0)
 			continue;
-		fchownat(rootfd, tops[i], (uid_t)(st.st_uid + delta),
-			 (gid_t)(st.st_gid + delta), AT_SYMLINK_NOFOLLOW);
 		if (!S_ISDIR(st.st_mode))
 			continue;
 		fd = openat(rootfd, tops[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
@@ -78,8 +126,10 @@ int main(int argc, char **argv)
 	DIR *d;
 	int n, i;
 
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
 		return 2;
+	if (argc == 5)
+		ops = argv[4];
 	n = atoi(argv[1]);
 	delta = atol(argv[2]);
 	if (n < 1 || n > 64)
