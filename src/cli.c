@@ -381,7 +381,7 @@ static int journal_cmd(struct cli *c, const char *target)
 
 int main(int argc, char **argv)
 {
-	struct cli c = { 0 };
+	struct cli c = { .flags = SHIFTIMG_STAMP };
 	int i, code = 0, rc;
 
 	c.h = shiftimg_new();

@@ -8,7 +8,7 @@
  * size (regular files), rdev (devices), link target, mtime, the first
  * path of its hard-link group; then one indented line per xattr, with
  * POSIX ACLs and security.capability decoded (numeric ids) and other
- * values in hex.  Works at any depth: every name is relative to its
+ * values in hex (shiftimg's stamp, trusted.shiftimg.*, left out).  Works at any depth: every name is relative to its
  * directory (the walk fchdir()s), nothing is followed.
  */
 #include <dirent.h>
@@ -142,6 +142,9 @@ static void xattrs(struct buf *b, const char *name, bool islink)
 		}
 	for (i = 0; i < k; i++) {
 		if (no_override && !strcmp(names[i], "user.containers.override_stat"))
+			continue;
+		/* shiftimg's own stamp (shiftimg-journal(5)) is not content. */
+		if (!strncmp(names[i], "trusted.shiftimg.", 17))
 			continue;
 		n = lgetxattr(name, names[i], val, sizeof(val));
 		bprintf(b, "\n  %s=", names[i]);
