@@ -8,8 +8,9 @@
  * size (regular files), rdev (devices), link target, mtime, the first
  * path of its hard-link group; then one indented line per xattr, with
  * POSIX ACLs and security.capability decoded (numeric ids) and other
- * values in hex (shiftimg's stamp, trusted.shiftimg.*, left out).  Works at any depth: every name is relative to its
- * directory (the walk fchdir()s), nothing is followed.
+ * values in hex; shiftimg's stamp (trusted.shiftimg.*) is left out.
+ * Works at any depth: every name is relative to its directory (the
+ * walk fchdir()s), nothing is followed.
  */
 #include <dirent.h>
 #include <stdarg.h>
