@@ -1476,6 +1476,28 @@ static void init_errors(void)
 	initialize_ext2_error_table();
 }
 
+/*
+ * Without quota files to rewrite, the shift changes inode tables and EA
+ * blocks only, and the superblock is left as it was: libext2fs would
+ * otherwise add the bytes written to s_kbytes_written and stamp
+ * s_wtime, so that shifting and shifting back would not give the same
+ * image.  The data still reaches the disk (io_channel_flush syncs).
+ */
+static errcode_t close_fs(struct e4_ctx *c)
+{
+	errcode_t err = 0, cerr;
+
+	/* Quota files that moved change bitmaps, descriptors and counts. */
+	if (c->quota[0].buf || c->quota[1].buf)
+		return ext2fs_close2(c->fs, 0);
+	if (c->fs->flags & EXT2_FLAG_RW) {
+		err = io_channel_flush(c->fs->io);
+		c->fs->flags &= ~(EXT2_FLAG_RW | EXT2_FLAG_DIRTY);
+	}
+	cerr = ext2fs_close2(c->fs, 0);
+	return err ? err : cerr;
+}
+
 static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 		    enum si_pass pass)
 {
@@ -1509,13 +1531,7 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	if (!err && c.apply)
 		err = apply(&c, &rs);
 out_close:
-	/*
-	 * Closing writes the superblock (its write counters) when we wrote
-	 * anything; the group descriptors only if the quota files moved.
-	 */
-	if (!c.quota[0].buf && !c.quota[1].buf)
-		c.fs->flags |= EXT2_FLAG_SUPER_ONLY;
-	cerr = ext2fs_close2(c.fs, 0);
+	cerr = close_fs(&c);
 	if (!err && cerr)
 		err = e4_fail(&c, cerr, "flushing");
 	ctx_free(&c, &rs);

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Helpers for the ext4 tests (source it after tests/lib.sh).
+#   small_tree DIR      a few files for mke2fs -d: owners below and above
+#                       65536, a named-user ACL, a v2 capability, setuid
+#   same_as_idmapped IMG ORIG MAP [MOUNT-OPTS]
+#                       IMG mounted plainly lists exactly like ORIG seen
+#                       through an idmapped mount with MAP; prints the
+#                       difference and fails otherwise
+small_tree() {
+	mkdir -p "$1/etc" "$1/home/alice" "$1/data"
+	echo root >"$1/etc/passwd"
+	echo alice >"$1/home/alice/notes"
+	chown -R 1000:1000 "$1/home/alice"
+	echo high >"$1/data/high"
+	chown 70000:70001 "$1/data/high"
+	echo acl >"$1/data/acl"
+	setfacl -m u:1000:rw,g:2000:r "$1/data/acl" || return 1
+	printf '#!/bin/sh\n' >"$1/data/ping"
+	setcap cap_net_raw+ep "$1/data/ping" || return 1
+	printf '#!/bin/sh\n' >"$1/data/su"
+	chmod 4755 "$1/data/su"
+}
+
+same_as_idmapped() {
+	_img=$1 _orig=$2 _map=$3 _opts=${4:-}
+	mkdir -p "$T/m.a" "$T/m.b" "$T/m.c"
+	mount -t ext4 -o "ro,noload,loop${_opts:+,$_opts}" "$_img" "$T/m.a" || return 1
+	mount -t ext4 -o "ro,noload,loop${_opts:+,$_opts}" "$_orig" "$T/m.b" ||
+		{ umount "$T/m.a"; return 1; }
+	if ! "$IDMOUNT" -r --map "$_map" "$T/m.b" "$T/m.c"; then
+		umount "$T/m.a" "$T/m.b"
+		skip "no idmapped mounts"
+	fi
+	"$LSID" "$T/m.a" >"$T/m.shifted"
+	"$LSID" "$T/m.c" >"$T/m.idmapped"
+	umount "$T/m.c" "$T/m.a" "$T/m.b"
+	diff -u "$T/m.idmapped" "$T/m.shifted" >"$T/m.diff" && return 0
+	head -n 30 "$T/m.diff"
+	return 1
+}
