@@ -2,144 +2,221 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # Tree benchmark: shiftimg against fuidshift and the physical floor (a
-# bare fstatat + fchownat walk), side by side in one run, on
+# bare fstatat + fchownat walk, bench/tree/floor.c), side by side in one
+# run, on
 #   - a 200,000-file tree over 2,000 directories (ACLs, capabilities,
-#     setuid files, hard links), and
-#   - a Debian minbase rootfs from debootstrap.
-# Each tool shifts the tree forward (timed); shiftimg --reverse puts it
-# back (untimed).  The floor runs on a copy, since a bare chown drops
-# capabilities and setuid bits.  Also counts, for fuidshift and
-# shiftimg, the entries that differ from the kernel's idmapped view.
+#     setuid files, hard links: bench/tree/mktree.py), and
+#   - a Debian minbase rootfs from debootstrap (cached in $B/minbase).
+# Every tool works on its own copy of the tree, so no timed run waits
+# for a fresh copy: shiftimg's copy is put back by shiftimg --reverse,
+# fuidshift's by a fresh copy of shiftimg's, and the floor's by the floor with the
+# opposite delta (its copy loses capabilities and setuid bits, which
+# the floor does not care about).  All untimed.  Each round times every
+# tool once, in an order that rotates from round to round, so that the
+# noise of a shared machine falls on all of them alike; the table has
+# the medians of wall and CPU (user + system) seconds.  Cache: warm, the
+# trees are read before the first round and synced before every run.
+#
+# Also: the entries that differ from the kernel's idmapped view of the
+# original, for fuidshift and shiftimg (ext4 only: tmpfs has no
+# idmapped mounts), and shiftimg's peak RSS on 200k and 400k files
+# (two copies of the tree in one target).  The price of each syscall of
+# the mix is measured on the floor's copy (floor OPS, one thread).
 #
 # Usage (root): bench/tree/run.sh [BUILD_DIR]   (default: ./build)
-# Environment: FILES (200000), DIRS (2000), RUNS (3), KEEP=1 keeps $B.
+# Environment: FILES (200000), DIRS (2000), RUNS (5), FS (loop: a fresh
+#   ext4 image; tmpfs; dir: $B itself), TREES ("t200k minbase"),
+#   BENCH_DIR, MIRROR, KEEP=1 keeps the image.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$top/build}" && pwd)
 S=$build/shiftimg
 FILES=${FILES:-200000}
 DIRS=${DIRS:-2000}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
+FS=${FS:-loop}
+TREES=${TREES:-t200k minbase}
 MAP=0:100000:65536
 B=${BENCH_DIR:-/var/tmp/shiftimg-bench-tree}
+M=$B/mnt
 
 [ "$(id -u)" = 0 ] || { echo "bench: needs root" >&2; exit 1; }
 command -v fuidshift >/dev/null || { echo "bench: needs fuidshift (lxd-tools)" >&2; exit 1; }
 make -C "$build" -s shiftimg tests/tools/lsid tests/tools/idmount >/dev/null
-mkdir -p "$B"
+mkdir -p "$B" "$M" "$B/view"
 cc -O2 -o "$B/floor" "$top/bench/tree/floor.c" -lpthread
 
 cleanup() {
 	umount "$B/view" 2>/dev/null || true
-	umount "$B/mnt" 2>/dev/null || true
-	[ "${KEEP:-}" = 1 ] || rm -rf "$B/fs.img" "$B/view"
+	[ "$FS" = dir ] || umount "$M" 2>/dev/null || true
+	[ "${KEEP:-}" = 1 ] || rm -rf "$B/fs.img"
 }
 trap cleanup EXIT
-truncate -s 8G "$B/fs.img"
-mkfs.ext4 -q -F "$B/fs.img"
-mkdir -p "$B/mnt" "$B/view"
-mount -o loop "$B/fs.img" "$B/mnt"
+case $FS in
+loop)
+	# Room for five 200k trees: mke2fs's default ratio gives 512k inodes.
+	rm -f "$B/fs.img"
+	truncate -s 16G "$B/fs.img"
+	mkfs.ext4 -q -F -N 1500000 "$B/fs.img"
+	mount -o loop "$B/fs.img" "$M"
+	;;
+tmpfs)	mount -t tmpfs -o size=8G,nr_inodes=2000000 tmpfs "$M" ;;
+dir)	rm -rf "$M"/* ;;
+*)	echo "bench: FS is loop, tmpfs or dir" >&2; exit 1 ;;
+esac
 
-echo "building a $FILES-file tree over $DIRS directories..."
-python3 "$top/bench/tree/mktree.py" "$B/mnt/t200k" "$FILES" "$DIRS"
-if [ ! -d "$B/minbase/usr" ]; then
-	echo "debootstrap --variant=minbase bookworm (cached in $B/minbase)..."
-	debootstrap --variant=minbase bookworm "$B/minbase" \
-		"${MIRROR:-http://deb.debian.org/debian}" >"$B/debootstrap.log" 2>&1
-fi
-cp -a "$B/minbase" "$B/mnt/minbase"
-# Debian's rootfs has no ACLs or ids above 65535; give it a few.
-setfacl -m u:1000:rwx,g:100:rx "$B/mnt/minbase/var/log"
-chown -R 1000:1000 "$B/mnt/minbase/home" 2>/dev/null || true
-
-# secs CMD...: the wall time of one run, and its CPU time (user + system,
-# less disturbed than wall time when other work shares the machine).
+# secs CMD...: "wall cpu" seconds of one run.
 secs() { /usr/bin/time -f '%e %U %S' -o "$B/time" "$@" >/dev/null 2>"$B/err" || {
 	cat "$B/err" >&2; return 1; }; awk '{printf "%s %.2f", $1, $2 + $3}' "$B/time"; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 peak_kb() { /usr/bin/time -f %M -o "$B/mem" "$@" >/dev/null 2>&1; cat "$B/mem"; }
-restore() { "$S" -q --reverse --map $MAP "$1" >/dev/null; }
+restore() { "$S" -q --reverse --allow-privileged --map $MAP "$1" >/dev/null; }
 
-# fuidshift takes the directory first and the ranges after.
-printf '#!/bin/sh\nexec fuidshift "$1" b:%s\n' "$MAP" >"$B/fuidshift-wrap"
-chmod +x "$B/fuidshift-wrap"
-
-# fresh TREE: puts the pristine copy back (after tools that damage it).
-fresh() {
-	rm -rf "$1"
-	cp -a "$1.pristine" "$1"
+# One timed run of tool $1 on tree $2 (logged to $B/times), and the
+# untimed run that puts its copy back.
+delta=100000
+timed() {	# tool tree
+	tree=$2
 	sync
+	case $1 in
+	shiftimg) echo "$1 $(secs "$S" -q --map $MAP "$tree")"
+		restore "$tree" ;;
+	off) echo "$1 $(secs env SHIFTIMG_JOURNAL=off "$S" -q --map $MAP "$tree")"
+		restore "$tree" ;;
+	onepass) echo "$1 $(secs env SHIFTIMG_JOURNAL=off "$S" -q --unmapped=keep --map $MAP "$tree")"
+		restore "$tree" ;;
+	fuidshift) echo "$1 $(secs fuidshift "$tree.fu" b:$MAP)"
+		# fuidshift -r fails on the ACLs fuidshift wrote: a fresh copy.
+		rm -rf "$tree.fu"
+		cp -a "$tree" "$tree.fu" ;;
+	floor1|floor2) echo "$1 $(secs "$B/floor" "${1#floor}" $delta "$tree.floor")"
+		delta=$((-delta)) ;;
+	esac >>"$B/times"
 }
 
-# Entries whose listing differs from the original seen through an
-# idmapped mount, after CMD... TREE.
-mismatches() {	# tree cmd...
-	tree=$1
-	shift
-	"$@" "$tree" >/dev/null 2>&1 || true
-	"$build/tests/tools/idmount" -r --map $MAP "$tree.pristine" "$B/view"
-	"$build/tests/tools/lsid" --no-times --no-override-stat "$B/view" >"$B/want"
-	umount "$B/view"
-	"$build/tests/tools/lsid" --no-times --no-override-stat "$tree" >"$B/got"
-	fresh "$tree"
-	diff "$B/want" "$B/got" | grep -c '^>' || true
-}
-
-# One timed run of each tool per round, RUNS rounds, so that the noise
-# of a shared machine falls on all of them alike; medians are printed.
-rounds() {	# tree
-	tree=$1
+TOOLS="shiftimg off onepass fuidshift floor1 floor2"
+rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
-		sync
-		echo "shiftimg $(secs "$S" -q --map $MAP "$tree")" >>"$B/times"
-		restore "$tree"
-		sync
-		echo "keep $(secs "$S" -q --unmapped=keep --map $MAP "$tree")" >>"$B/times"
-		restore "$tree"
-		sync
-		echo "j1 $(secs "$S" -q -j1 --unmapped=keep --map $MAP "$tree")" >>"$B/times"
-		restore "$tree"
-		sync
-		echo "fuidshift $(secs "$B/fuidshift-wrap" "$tree")" >>"$B/times"
-		fresh "$tree"	# fuidshift's result does not reverse cleanly
-		# The floor drops capabilities and setuid bits: fresh copy after.
-		echo "floor1 $(secs "$B/floor" 1 100000 "$tree")" >>"$B/times"
-		fresh "$tree"
-		echo "floor2 $(secs "$B/floor" 2 100000 "$tree")" >>"$B/times"
-		fresh "$tree"
+		set -- $TOOLS
+		i=1
+		while [ $i -lt $r ]; do	# rotate the order by one each round
+			set -- "$@" "$1"
+			shift
+			i=$((i + 1))
+		done
+		for tool; do
+			timed "$tool" "$TREE"
+		done
 	done
 }
 med() { awk -v k="$1" '$1 == k {print $2}' "$B/times" | median; }
 cpu() { awk -v k="$1" '$1 == k {print $3}' "$B/times" | median; }
 
-report() {	# tree label
-	tree=$B/mnt/$1
-	cp -a "$tree" "$tree.pristine"
-	n=$(find "$tree" | wc -l)
-	echo
-	echo "== $2: $n objects, median of $RUNS rounds"
-	rounds "$tree"
-	f1=$(med floor1) f2=$(med floor2) fu=$(med fuidshift)
-	si=$(med shiftimg) sk=$(med keep) s1=$(med j1)
-	mem=$(peak_kb "$S" -q --map $MAP "$tree"); restore "$tree"
-	mf=$(mismatches "$tree" "$B/fuidshift-wrap")
-	ms=$(mismatches "$tree" "$S" -q --map $MAP)
-	printf '%-44s %8s %10s\n' "" "wall s" "cpu s"
-	printf '%-44s %8s %10s\n' "floor, 1 thread (fstatat+fchownat)" "$f1" "$(cpu floor1)" \
-		"floor, 2 threads" "$f2" "$(cpu floor2)" \
-		"fuidshift" "$fu" "$(cpu fuidshift)" \
-		"shiftimg (default: check pass + shift)" "$si" "$(cpu shiftimg)" \
-		"shiftimg --unmapped=keep (one pass)" "$sk" "$(cpu keep)" \
-		"shiftimg --unmapped=keep -j1" "$s1" "$(cpu j1)"
-	awk -v fu="$fu" -v si="$si" -v sk="$sk" -v f2="$f2" 'BEGIN {
-		printf "ratio fuidshift / shiftimg:            %6.1fx (keep: %.1fx)\n", fu / si, fu / sk
-		printf "ratio shiftimg / 2-thread floor:       %6.2fx (keep: %.2fx)\n", si / f2, sk / f2
-	}'
-	echo "shiftimg peak memory: $mem KB"
-	echo "entries differing from the kernel's idmapped view: fuidshift $mf, shiftimg $ms"
-	rm -rf "$tree.pristine"
+# The original's idmapped view, before any tool has run.
+want() {	# tree
+	"$build/tests/tools/idmount" -r --map $MAP "$1" "$B/view"
+	"$build/tests/tools/lsid" --no-times --no-override-stat "$B/view" >"$B/want"
+	umount "$B/view"
+}
+# Entries of tree's listing that differ from $B/want.
+differ() {	# tree
+	"$build/tests/tools/lsid" --no-times --no-override-stat "$1" >"$B/got"
+	diff "$B/want" "$B/got" | grep -c '^>' || true
 }
 
-report t200k "200k-file tree"
-report minbase "Debian minbase rootfs"
+# The price of each syscall of the mix, per entry, in microseconds of CPU.
+prices() {	# objects
+	n=$1
+	for ops in s x xl sc xlc; do
+		for r in 1 2 3; do
+			sync
+			echo "$ops $(secs "$B/floor" 1 $delta "$TREE.floor" "$ops")"
+			case $ops in *c) delta=$((-delta)) ;; esac
+		done
+	done >"$B/prices"
+	for ops in s x xl sc xlc; do
+		c=$(awk -v k=$ops '$1 == k {print $3}' "$B/prices" | median)
+		printf '  %-4s %6.2f us\n' "$ops" "$(echo "$c $n" | awk '{print $1 * 1e6 / $2}')"
+	done
+}
+
+report() {	# name label
+	TREE=$M/$1
+	n=$(find "$TREE" | wc -l)
+	cp -a "$TREE" "$TREE.fu"
+	cp -a "$TREE" "$TREE.floor"
+	mis=n/a
+	[ "$FS" = tmpfs ] || want "$TREE"
+	cat "$TREE"/* "$TREE.fu"/* "$TREE.floor"/* >/dev/null 2>&1 || true
+	echo
+	echo "== $2: $n objects on $FS, median of $RUNS rounds"
+	rounds
+	printf '%-52s %8s %8s\n' "" "wall s" "cpu s"
+	printf '%-52s %8s %8s\n' \
+		"floor, 1 thread (fstatat + fchownat)" "$(med floor1)" "$(cpu floor1)" \
+		"floor, 2 threads" "$(med floor2)" "$(cpu floor2)" \
+		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
+		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
+		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
+		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
+	for k in med cpu; do
+		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fu="$($k fuidshift)" \
+		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" 'BEGIN {
+			printf "ratios (%s): fuidshift/floor1 %.1fx, fuidshift/floor2 %.1fx, fuidshift/shiftimg %.1fx (off %.1fx, one pass %.1fx)\n",
+				k == "med" ? "wall" : "cpu", fu / f1, fu / f2, fu / si, fu / so, fu / s1
+			printf "             shiftimg/floor2 %.2fx (off %.2fx, one pass %.2fx), shiftimg/floor1 %.2fx\n",
+				si / f2, so / f2, s1 / f2, si / f1
+		}'
+	done
+	if [ "$FS" != tmpfs ]; then
+		"$S" -q --map $MAP "$TREE" >/dev/null
+		ms=$(differ "$TREE")
+		restore "$TREE"
+		rm -rf "$TREE.fu"
+		cp -a "$TREE" "$TREE.fu"
+		fuidshift "$TREE.fu" b:$MAP >/dev/null 2>&1 || true
+		mf=$(differ "$TREE.fu")
+		echo "entries differing from the kernel's idmapped view: fuidshift $mf, shiftimg $ms"
+	fi
+	echo "syscall prices (floor OPS, 1 thread, CPU per entry): s fstatat, x statx, l llistxattr, c fchownat"
+	prices "$n"
+	m1=$(peak_kb "$S" -q --map $MAP "$TREE")
+	restore "$TREE"
+	# Twice the files (and twice the hard links) in one target.
+	mkdir "$TREE.x2"
+	mv "$TREE" "$TREE.x2/a"
+	mv "$TREE.floor" "$TREE.x2/b"
+	m2=$(peak_kb "$S" -q --map $MAP "$TREE.x2")
+	restore "$TREE.x2"
+	mv "$TREE.x2/a" "$TREE"
+	mv "$TREE.x2/b" "$TREE.floor"
+	rmdir "$TREE.x2"
+	echo "shiftimg peak RSS (default run): $m1 KB for $n objects, $m2 KB for twice as many"
+	rm -rf "$TREE.fu" "$TREE.floor"
+}
+
+for t in $TREES; do
+	case $t in
+	t200k)
+		echo "building a $FILES-file tree over $DIRS directories..."
+		python3 "$top/bench/tree/mktree.py" "$M/t200k" "$FILES" "$DIRS"
+		report t200k "$FILES-file tree"
+		;;
+	minbase)
+		if [ ! -d "$B/minbase/usr" ]; then
+			echo "debootstrap --variant=minbase bookworm (cached in $B/minbase)..."
+			rm -rf "$B/minbase.tmp"
+			debootstrap --variant=minbase bookworm "$B/minbase.tmp" \
+				"${MIRROR:-http://deb.debian.org/debian}" >"$B/debootstrap.log" 2>&1 || {
+				echo "bench: debootstrap failed, see $B/debootstrap.log" >&2; exit 1; }
+			mv "$B/minbase.tmp" "$B/minbase"
+		fi
+		cp -a "$B/minbase" "$M/minbase"
+		# Debian's rootfs has no ACLs or ids above 65535; give it a few.
+		setfacl -m u:1000:rwx,g:100:rx "$M/minbase/var/log"
+		chown -R 1000:1000 "$M/minbase/home" 2>/dev/null || true
+		report minbase "Debian minbase rootfs"
+		;;
+	esac
+done
