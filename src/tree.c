@@ -12,7 +12,9 @@
  * finds the queue full walks the subdirectory itself, depth first, so
  * the number of open descriptors follows the depth of the tree and the
  * queue, never its size.  Memory follows the number of hard-linked
- * inodes (the set that shifts each one once), not the number of files.
+ * inodes (the set that shifts each one once), not the number of files;
+ * the note of inodes with id-bearing xattrs that the check pass leaves
+ * for the apply pass stops at NOTED_MAX (1 MB).
  */
 #include <dirent.h>
 #include <errno.h>
