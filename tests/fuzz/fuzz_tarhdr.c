@@ -3,8 +3,9 @@
  * The tar stream rewriter on hostile streams, fed in chunks of a size
  * the first byte picks so that headers, pax records and long names
  * straddle reads.  Checked: the byte counts agree with what was written
- * (until --unmapped=fail stops the writes), and with a map that changes
- * nothing the output is the input.
+ * (until --unmapped=fail or the privilege rule stops the writes), a run
+ * that met an entry granting root with the rule on fails, and with a
+ * map that changes nothing the output is the input.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -92,14 +93,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.tally = &t;
 	c.keep_names = data[0] & 0x20;
 	c.stop_on_unmapped = data[0] & 0x40;
+	c.stop_on_privileged = data[0] & 0x40;
 	c.read = mem_read;
 	c.write = mem_write;
 	c.io_arg = &m;
 	if (data[0] & 0x80)
 		c.list = list;
 	ret = th_stream(&c);
-	/* Once stop_on_unmapped fires, bytes are counted but not written. */
-	if ((!c.unmapped && c.out_bytes != m.out.len) || c.in_bytes > m.len)
+	/* Once a stop fires, bytes are counted but not written. */
+	if ((!c.unmapped && !c.privileged && c.out_bytes != m.out.len) ||
+	    c.in_bytes > m.len)
+		abort();
+	if (c.privileged != (c.stop_on_privileged && t.privileged > 0) ||
+	    (c.privileged && ret == 0))
 		abort();
 	if (ret < 0 && !memchr(c.err, '\0', sizeof(c.err)))
 		abort();
