@@ -109,11 +109,14 @@ struct xa_ent {
 static int area_error(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk, int err,
 		      const char *what)
 {
+	char path[4096];
+
+	e4_path(c, ino, path, sizeof(path));
 	if (blk)
-		return si_error(c->h, err, "%s: EA block %llu (inode %u): %s",
-				c->name, (unsigned long long)blk, ino, what);
-	return si_error(c->h, err, "%s: inode %u: in-inode xattrs: %s",
-			c->name, ino, what);
+		return si_error(c->h, err, "%s: %s: EA block %llu: %s; nothing was changed",
+				c->name, path, (unsigned long long)blk, what);
+	return si_error(c->h, err, "%s: %s: in-inode xattrs: %s; nothing was changed",
+			c->name, path, what);
 }
 
 /*
@@ -238,6 +241,83 @@ static int repack(struct e4_ctx *c, struct xa_ent *ents, int n,
 	return 0;
 }
 
+static bool stored(const struct xa_ent *x)
+{
+	return !get32(x->e + E_VALUE_INUM) && x->size != 0;
+}
+
+/*
+ * Moves the values below entry i by d bytes (down when d > 0) so that
+ * its padded value grows by d with its end in place; offsets follow.
+ */
+static void make_room(struct xa_ent *ents, int n, int i, unsigned char *base,
+		      size_t *min, long d)
+{
+	size_t o = ents[i].offs;
+
+	memmove(base + *min - d, base + *min, o - *min);
+	if (d < 0)
+		memset(base + *min, 0, (size_t)-d);
+	for (int j = 0; j < n; j++)
+		if (j != i && stored(&ents[j]) && ents[j].offs < o) {
+			ents[j].offs = (uint32_t)(ents[j].offs - d);
+			put16(ents[j].e + E_VALUE_OFFS, (uint16_t)ents[j].offs);
+		}
+	*min -= d;
+	ents[i].offs = (uint32_t)(o - d);
+}
+
+/*
+ * Resizes the changed values where they are, moving only the values
+ * below each one, as the kernel lays them out: every other byte stays,
+ * so shifting back gives the area back exactly.  Shrinking values go
+ * first, so the room they free serves the growing ones.  Fails
+ * (changing nothing) if the values would reach the entries.
+ */
+static int resize_in_place(struct xa_ent *ents, int n, unsigned char *base,
+			   unsigned char *last, unsigned char *end)
+{
+	size_t floor = (size_t)(last + 4 - base), area = (size_t)(end - base);
+	size_t min = area;
+	long grow = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!stored(&ents[i]))
+			continue;
+		if (ents[i].offs < min)
+			min = ents[i].offs;
+		if (ents[i].nval)
+			grow += (long)XA_PAD(ents[i].nsize) - (long)XA_PAD(ents[i].size);
+	}
+	/* Moved values must be aligned and whole inside the area. */
+	for (int i = 0; i < n; i++)
+		if (ents[i].nval && (!stored(&ents[i]) || ents[i].offs % 4 ||
+				     ents[i].offs + XA_PAD(ents[i].size) > area))
+			return -ENOSPC;
+	if (min < floor || (grow > 0 && min - floor < (size_t)grow))
+		return -ENOSPC;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++) {
+			long d;
+
+			if (!ents[i].nval)
+				continue;
+			d = (long)XA_PAD(ents[i].nsize) - (long)XA_PAD(ents[i].size);
+			if ((pass == 0 && d < 0) || (pass == 1 && d > 0))
+				make_room(ents, n, i, base, &min, d);
+		}
+	for (int i = 0; i < n; i++) {
+		if (!ents[i].nval)
+			continue;
+		memset(base + ents[i].offs, 0, XA_PAD(ents[i].nsize));
+		memcpy(base + ents[i].offs, ents[i].nval, ents[i].nsize);
+		put16(ents[i].e + E_VALUE_OFFS, (uint16_t)ents[i].offs);
+		put32(ents[i].e + E_VALUE_SIZE, ents[i].nsize);
+		ents[i].size = ents[i].nsize;
+	}
+	return 0;
+}
+
 /* Computes the new values into the scratch space after the area copy. */
 static int shift_values(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 			struct xa_ent *ents, int n, unsigned char *base,
@@ -291,14 +371,15 @@ int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 	if (res < 0 || !(res & SI_CHANGED))
 		return res;
 
-	if (resize) {
-		if (repack(c, ents, n, base, last, end) < 0)
-			return area_error(c, ino, blk, ENOSPC,
-					  "no room for the grown security.capability or override_stat value");
-	} else {
+	if (!resize) {
 		for (int i = 0; i < n; i++)
 			if (ents[i].nval)
 				memcpy(base + ents[i].offs, ents[i].nval, ents[i].nsize);
+	} else if (resize_in_place(ents, n, base, last, end) < 0 &&
+		   /* Repacking every value finds the room gaps between them hold. */
+		   repack(c, ents, n, base, last, end) < 0) {
+		return area_error(c, ino, blk, ENOSPC,
+				  "no room for the grown security.capability or override_stat value");
 	}
 
 	for (int i = 0; i < n; i++) {

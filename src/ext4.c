@@ -664,6 +664,77 @@ static bool ino_used(const struct e4_ctx *c, ext2_ino_t ino)
 	return c->ibits[(ino - 1) / 8] & (1u << ((ino - 1) % 8));
 }
 
+/* ---- naming an inode in a refusal ---- */
+
+struct parent_find {
+	ext2_ino_t ino;
+	ext2_ino_t dir;			/* 0 until an entry for ino is met */
+};
+
+static int parent_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *de,
+		     int offset, int blocksize, char *buf, void *priv)
+{
+	struct parent_find *p = priv;
+
+	(void)offset, (void)blocksize, (void)buf;
+	if (entry == DIRENT_DOT_FILE || entry == DIRENT_DOT_DOT_FILE ||
+	    de->inode != p->ino)
+		return 0;
+	p->dir = dir;
+	return DIRENT_ABORT;
+}
+
+/* The directory holding an entry for ino: a scan of every directory. */
+static ext2_ino_t find_parent(struct e4_ctx *c, ext2_ino_t ino)
+{
+	struct parent_find p = { .ino = ino };
+	ext2_inode_scan scan;
+	struct ext2_inode inode;
+	ext2_ino_t dir;
+
+	if (ext2fs_open_inode_scan(c->fs, 0, &scan))
+		return 0;
+	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE, 0);
+	while (!p.dir) {
+		errcode_t err = ext2fs_get_next_inode(scan, &dir, &inode);
+
+		if (err == EXT2_ET_INODE_CSUM_INVALID || err == EXT2_ET_INODE_IS_GARBAGE)
+			continue;
+		if (err || !dir)
+			break;
+		if (!LINUX_S_ISDIR(inode.i_mode) || !inode.i_links_count ||
+		    !ino_used(c, dir))
+			continue;
+		ext2fs_dir_iterate2(c->fs, dir, 0, NULL, parent_cb, &p);
+	}
+	ext2fs_close_inode_scan(scan);
+	return p.dir;
+}
+
+/*
+ * Names an inode by a path for a refusal (the first link found), or by
+ * number when no directory leads to it.  Only for errors: it reads
+ * every directory.
+ */
+const char *e4_path(struct e4_ctx *c, ext2_ino_t ino, char *buf, size_t size)
+{
+	struct ext2_inode inode;
+	ext2_ino_t dir = 0;
+	char *name = NULL;
+
+	snprintf(buf, size, "<inode %u>", ino);
+	if (ext2fs_read_inode(c->fs, ino, &inode))
+		return buf;
+	if (!LINUX_S_ISDIR(inode.i_mode) && !(dir = find_parent(c, ino)))
+		return buf;
+	if (ext2fs_get_pathname(c->fs, LINUX_S_ISDIR(inode.i_mode) ? ino : dir,
+				LINUX_S_ISDIR(inode.i_mode) ? 0 : ino, &name) || !name)
+		return buf;
+	snprintf(buf, size, "%s (inode %u)", name, ino);
+	ext2fs_free_mem(&name);
+	return buf;
+}
+
 /* A run of inode-table blocks read, shifted and written together. */
 struct e4_run {
 	blk64_t blk;

@@ -72,6 +72,8 @@ int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
 int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 uint32_t e4_crc32c(uint32_t crc, const void *p, size_t len);
+/* "PATH (inode N)", or "<inode N>"; reads every directory: errors only. */
+const char *e4_path(struct e4_ctx *c, ext2_ino_t ino, char *buf, size_t size);
 
 /* ext4-xattr.c */
 enum e4_area { E4_AREA_INODE, E4_AREA_BLOCK };

@@ -4,8 +4,10 @@
 #                       65536, a named-user ACL, a v2 capability, setuid
 #   same_as_idmapped IMG ORIG MAP [MOUNT-OPTS]
 #                       IMG mounted plainly lists exactly like ORIG seen
-#                       through an idmapped mount with MAP; prints the
-#                       difference and fails otherwise
+#                       through an idmapped mount with MAP (one I:O:N
+#                       range), and its override_stat values hold ORIG's
+#                       ids mapped (the kernel does not map those); prints
+#                       the difference and fails otherwise
 small_tree() {
 	mkdir -p "$1/etc" "$1/home/alice" "$1/data"
 	echo root >"$1/etc/passwd"
@@ -31,10 +33,31 @@ same_as_idmapped() {
 		umount "$T/m.a" "$T/m.b"
 		skip "no idmapped mounts"
 	fi
-	"$LSID" "$T/m.a" >"$T/m.shifted"
-	"$LSID" "$T/m.c" >"$T/m.idmapped"
+	"$LSID" --no-override-stat "$T/m.a" >"$T/m.shifted"
+	"$LSID" --no-override-stat "$T/m.c" >"$T/m.idmapped"
+	"$LSID" "$T/m.a" | _override_stat >"$T/m.ov.got"
+	"$LSID" "$T/m.b" | _override_stat "$_map" >"$T/m.ov.want"
 	umount "$T/m.c" "$T/m.a" "$T/m.b"
-	diff -u "$T/m.idmapped" "$T/m.shifted" >"$T/m.diff" && return 0
+	if ! diff -u "$T/m.idmapped" "$T/m.shifted" >"$T/m.diff"; then
+		head -n 30 "$T/m.diff"
+		return 1
+	fi
+	diff -u "$T/m.ov.want" "$T/m.ov.got" >"$T/m.diff" && return 0
+	echo "override_stat values:"
 	head -n 30 "$T/m.diff"
 	return 1
+}
+
+# _override_stat [I:O:N]: a listing's override_stat values by path, the
+# ids mapped when a range is given.
+_override_stat() {
+	awk -v map="${1:-}" '
+	function m(id) { return (map != "" && id >= r[1] && id < r[1] + r[3]) ? id - r[1] + r[2] : id }
+	BEGIN { if (map != "") split(map, r, ":") }
+	/user.containers.override_stat=/ {
+		v = $0; sub(/.*override_stat=/, "", v); n = split(v, f, ":")
+		printf "%s %d:%d", path, m(f[1]), m(f[2])
+		for (i = 3; i <= n; i++) printf ":%s", f[i]
+		print ""; next }
+	/^[^ \t]/ { path = $1 }'
 }
