@@ -91,10 +91,13 @@ timed() {	# tool tree
 		cp -a "$tree" "$tree.fu" ;;
 	floor1|floor2) echo "$1 $(secs "$B/floor" "${1#floor}" $delta "$tree.floor")"
 		delta=$((-delta)) ;;
+	# shiftimg's default ends with its changes on disk; so does this one.
+	floor2sync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
+		delta=$((-delta)) ;;
 	esac >>"$B/times"
 }
 
-TOOLS="shiftimg off onepass fuidshift floor1 floor2"
+TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync"
 rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
@@ -156,17 +159,20 @@ report() {	# name label
 	printf '%-52s %8s %8s\n' \
 		"floor, 1 thread (fstatat + fchownat)" "$(med floor1)" "$(cpu floor1)" \
 		"floor, 2 threads" "$(med floor2)" "$(cpu floor2)" \
+		"floor, 2 threads, then syncfs (durable)" "$(med floor2sync)" "$(cpu floor2sync)" \
 		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
 		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
 		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
 		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
 	for k in med cpu; do
-		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fu="$($k fuidshift)" \
-		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" 'BEGIN {
-			printf "ratios (%s): fuidshift/floor1 %.1fx, fuidshift/floor2 %.1fx, fuidshift/shiftimg %.1fx (off %.1fx, one pass %.1fx)\n",
-				k == "med" ? "wall" : "cpu", fu / f1, fu / f2, fu / si, fu / so, fu / s1
-			printf "             shiftimg/floor2 %.2fx (off %.2fx, one pass %.2fx), shiftimg/floor1 %.2fx\n",
-				si / f2, so / f2, s1 / f2, si / f1
+		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fs="$($k floor2sync)" -v fu="$($k fuidshift)" \
+		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" '
+		function r(a, b) { return b > 0 ? sprintf("%.2fx", a / b) : "n/a" }
+		BEGIN {
+			printf "ratios (%s): fuidshift/floor1 %s, fuidshift/floor2 %s, fuidshift/shiftimg %s (off %s, one pass %s)\n",
+				k == "med" ? "wall" : "cpu", r(fu, f1), r(fu, f2), r(fu, si), r(fu, so), r(fu, s1)
+			printf "             shiftimg/floor2 %s (off %s, one pass %s), shiftimg/floor1 %s, shiftimg/(floor2 + syncfs) %s\n",
+				r(si, f2), r(so, f2), r(s1, f2), r(si, f1), r(si, fs)
 		}'
 	done
 	if [ "$FS" != tmpfs ]; then
