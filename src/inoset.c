@@ -81,18 +81,3 @@ int si_inoset_add(struct si_inoset *s, uint64_t dev, uint64_t ino)
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
-
-bool si_inoset_has(const struct si_inoset *s, uint64_t dev, uint64_t ino)
-{
-	size_t i;
-
-	if (!s->cap)
-		return false;
-	if (ino == 0)
-		ino = ~0ull;
-	for (i = slot_of(s, dev, ino); s->slots[i].ino;
-	     i = (i + 1) & (s->cap - 1))
-		if (s->slots[i].ino == ino && s->slots[i].dev == dev)
-			return true;
-	return false;
-}

@@ -4,7 +4,6 @@
 #define SHIFTIMG_INOSET_H
 
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -18,7 +17,5 @@ void si_inoset_init(struct si_inoset *s);
 void si_inoset_free(struct si_inoset *s);
 /* Adds a pair: 1 if it was new, 0 if already there, -ENOMEM. */
 int si_inoset_add(struct si_inoset *s, uint64_t dev, uint64_t ino);
-/* Is the pair there?  Lock-free: only while nothing is being added. */
-bool si_inoset_has(const struct si_inoset *s, uint64_t dev, uint64_t ino);
 
 #endif /* SHIFTIMG_INOSET_H */
