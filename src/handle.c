@@ -662,6 +662,10 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	if (!err)
 		err = drive(h, b, &t);
 	h->tally.st.seconds = now() - start;
+	if (h->pass_state_free)
+		h->pass_state_free(h->pass_state);
+	h->pass_state = NULL;
+	h->pass_state_free = NULL;
 out_close:
 	if (t.fd >= 0)
 		close(t.fd);

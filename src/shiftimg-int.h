@@ -40,6 +40,9 @@ struct shiftimg {
 	struct si_journal *journal;	/* the run's journal, or NULL */
 	struct si_tally tally;
 	uint64_t planned;		/* objects the check pass saw, 0 if none */
+	/* What a backend's check pass leaves its apply pass; freed after the run. */
+	void *pass_state;
+	void (*pass_state_free)(void *);
 	char err[1024];
 	char notice[1024];		/* what the run found (shiftimg_notice) */
 	/* "sha256:<hex>" of a tar run's output and uncompressed tar, or "". */

@@ -893,66 +893,32 @@ out_free:
 
 /* ---- the note, from the check pass to the apply pass ---- */
 
-/*
- * The backend interface keeps nothing between the passes of a run, so
- * the note waits here for the apply pass of the same handle and root.
- * One at a time: a concurrent run on another handle finds no note and
- * lists every inode's xattrs, as a run without a check pass does.
- */
-static struct {
-	pthread_mutex_t lock;
-	const struct shiftimg *h;
-	uint64_t dev, ino;
-	struct si_note *note;
-} pending_note = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* Hands the note over (it may be NULL); frees the one left waiting. */
-static struct si_note *note_swap(const struct shiftimg *h,
-				 const struct statx *root, struct si_note *note)
-{
-	struct si_note *old, *mine = NULL;
-
-	pthread_mutex_lock(&pending_note.lock);
-	old = pending_note.note;
-	if (old && pending_note.h == h && pending_note.dev == dev_of(root) &&
-	    pending_note.ino == root->stx_ino) {
-		mine = old;
-		old = NULL;
-	}
-	pending_note.h = h;
-	pending_note.dev = dev_of(root);
-	pending_note.ino = root->stx_ino;
-	pending_note.note = note;
-	pthread_mutex_unlock(&pending_note.lock);
-	free(old);
-	return mine;
-}
-
 /* A check pass with an apply pass to follow takes notes; the apply pass reads them. */
-static void note_begin(struct walk *w, const struct statx *root)
+static void note_begin(struct walk *w)
 {
 	struct shiftimg *h = w->h;
-	struct si_note *note;
 
-	if (w->pass == SI_PASS_APPLY) {
-		note = note_swap(h, root, NULL);
-		if (h->planned)
-			w->noted = note;
-		else
-			free(note);
-		return;
-	}
-	if (!(h->flags & SHIFTIMG_DRY_RUN))
-		w->note = calloc(1, sizeof(*w->note));	/* no note: all listed */
+	if (w->pass == SI_PASS_APPLY)
+		w->noted = h->pass_state;	/* NULL: every inode is listed */
+	else if (!(h->flags & SHIFTIMG_DRY_RUN))
+		w->note = calloc(1, sizeof(*w->note));
 }
 
-static void note_end(struct walk *w, const struct statx *root, bool ok)
+/* A complete note waits on the handle for the apply pass of this run. */
+static void note_end(struct walk *w, bool ok)
 {
-	if (w->note && ok)
-		note_swap(w->h, root, w->note);
-	else
+	struct shiftimg *h = w->h;
+
+	if (w->pass == SI_PASS_APPLY || !w->note)
+		return;
+	if (!ok) {
 		free(w->note);
-	free(w->noted);
+		return;
+	}
+	if (h->pass_state_free)
+		h->pass_state_free(h->pass_state);
+	h->pass_state = w->note;
+	h->pass_state_free = free;
 }
 
 /* Visits the root itself, then walks below it. */
@@ -999,7 +965,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	pthread_cond_init(&w.cond, NULL);
 	si_inoset_init(&w.links);
 	si_tally_init(&root.t);
-	note_begin(&w, &o.sx);
+	note_begin(&w);
 
 	o.fd = fd;
 	err = path_push(&root, t->path, &saved);
@@ -1013,7 +979,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	free(xa);
 
 	err = run_workers(&w, fd, t->path);
-	note_end(&w, &o.sx, !err && !h->tally.st.errors);
+	note_end(&w, !err && !h->tally.st.errors);
 	si_inoset_free(&w.links);
 	pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
