@@ -48,11 +48,14 @@ int si_error(struct shiftimg *h, int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	/* Workers of a parallel walk report too. */
+	pthread_mutex_lock(&h->lock);
 	if (!h->err[0]) {
 		va_start(ap, fmt);
 		vsnprintf(h->err, sizeof(h->err), fmt, ap);
 		va_end(ap);
 	}
+	pthread_mutex_unlock(&h->lock);
 	return -err;
 }
 
