@@ -575,7 +575,10 @@ static int check_first(struct shiftimg *h, const struct si_backend *b,
 	    h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL)
 		return si_unmapped_refuse(h, t->path);
 	h->planned = h->tally.st.objects;	/* for the apply pass's progress */
-	si_tally_free(&h->tally);
+	/* The apply pass counts again, or adopts these (a tree's plan). */
+	si_tally_free(&h->checked);
+	h->checked = h->tally;
+	si_tally_init(&h->tally);
 	return 0;
 }
 
@@ -645,6 +648,7 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	si_tally_free(&h->tally);
 	h->backend = NULL;
 	h->planned = 0;
+	si_tally_free(&h->checked);
 	h->digest_output[0] = h->digest_diff_id[0] = '\0';
 	if (!h->have[0] && !h->have[1])
 		return si_error(h, EINVAL, "no map given");

@@ -68,6 +68,7 @@ struct si_journal {
 	int fd;
 	uint64_t run_id, seq, nrec;
 	uint64_t offset;		/* ext4: the filesystem's byte offset */
+	off_t rec_start;		/* where the records begin in the file */
 
 	pthread_mutex_t lock;
 	unsigned char *buf;		/* encoded, not yet written */
@@ -560,28 +561,88 @@ static int load(struct shiftimg *h, const char *path, int fd, struct loaded *l)
 
 /* ---- tree records ---- */
 
-int si_journal_tree(struct si_journal *j, const char *rel,
-		    const struct statx *sx, uint32_t uid, uint32_t gid,
-		    unsigned int nr_xa, const struct si_journal_xa *xa)
+#define BATCH_FLUSH	(64u << 10)	/* a worker's records kept before appending */
+#define PLAN_CHUNK	(256u << 10)	/* records an apply worker takes at a time */
+#define DIR_CACHE	4		/* directories an apply worker keeps open */
+
+/* Appends one encoded payload as a record of this run (j->lock held). */
+static int append_rec(struct si_journal *j, int type, const void *payload,
+		      size_t len)
+{
+	unsigned char *p = rec_begin(j, type, len);
+
+	if (!p)
+		return si_error(j->h, ENOMEM, "out of memory");
+	memcpy(p, payload, len);
+	rec_end(j, len);
+	return 0;
+}
+
+int si_journal_batch_flush(struct si_journal *j, struct si_journal_batch *b)
+{
+	size_t off = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&j->lock);
+	while (!err && off < b->len) {
+		size_t len = get32(b->buf + off);
+
+		err = append_rec(j, REC_TREE, b->buf + off + 4, len);
+		off += 4 + len;
+	}
+	if (!err && j->len >= BUF_FLUSH)
+		err = write_out(j);
+	pthread_mutex_unlock(&j->lock);
+	free(b->buf);
+	memset(b, 0, sizeof(*b));
+	return err;
+}
+
+/* Room for len more bytes in the batch. */
+static unsigned char *batch_room(struct si_journal_batch *b, size_t len)
+{
+	unsigned char *p;
+	size_t cap = b->cap ? b->cap : BATCH_FLUSH + 8192;
+
+	if (b->len + len > b->cap) {
+		while (cap < b->len + len)
+			cap *= 2;
+		p = realloc(b->buf, cap);
+		if (!p)
+			return NULL;
+		b->buf = p;
+		b->cap = cap;
+	}
+	p = b->buf + b->len;
+	b->len += len;
+	return p;
+}
+
+int si_journal_tree(struct si_journal *j, struct si_journal_batch *b,
+		    const char *rel, const struct statx *sx, uint32_t uid,
+		    uint32_t gid, unsigned int nr_xa,
+		    const struct si_journal_xa *xa)
 {
 	size_t plen = strlen(rel), len = 44 + plen;
 	unsigned char *p;
 	unsigned int i;
 	uint32_t pinned = 0;
-	int err = 0;
 
+	if (plen > UINT16_MAX)
+		return si_error(j->h, ENAMETOOLONG,
+				"%s/%s: a path of more than %u bytes cannot be journaled",
+				j->t->path, rel, UINT16_MAX);
 	for (i = 0; i < nr_xa; i++)
 		len += 10 + strlen(xa[i].name) + xa[i].oldlen + xa[i].newlen;
 	if (sx->stx_attributes & STATX_ATTR_IMMUTABLE)
 		pinned |= FS_IMMUTABLE_FL;
 	if (sx->stx_attributes & STATX_ATTR_APPEND)
 		pinned |= FS_APPEND_FL;
-	pthread_mutex_lock(&j->lock);
-	p = rec_begin(j, REC_TREE, len);
-	if (!p) {
-		err = si_error(j->h, ENOMEM, "out of memory");
-		goto out_unlock;
-	}
+	p = batch_room(b, 4 + len);
+	if (!p)
+		return si_error(j->h, ENOMEM, "out of memory");
+	put32(p, (uint32_t)len);
+	p += 4;
 	put64(p, ((uint64_t)sx->stx_dev_major << 32) | sx->stx_dev_minor);
 	put64(p + 8, sx->stx_ino);
 	put32(p + 16, sx->stx_uid);
@@ -605,12 +666,7 @@ int si_journal_tree(struct si_journal *j, const char *rel,
 		memcpy(p + 10 + nl + xa[i].oldlen, xa[i].new, xa[i].newlen);
 		p += 10 + nl + xa[i].oldlen + xa[i].newlen;
 	}
-	rec_end(j, len);
-	if (j->len >= BUF_FLUSH)
-		err = write_out(j);
-out_unlock:
-	pthread_mutex_unlock(&j->lock);
-	return err;
+	return b->len >= BATCH_FLUSH ? si_journal_batch_flush(j, b) : 0;
 }
 
 int si_journal_planned(struct si_journal *j)
@@ -625,20 +681,21 @@ int si_journal_planned(struct si_journal *j)
 	return err;
 }
 
-/* A decoded tree record. */
+/* A decoded tree record; path and values point into the record. */
 struct tree_rec {
 	uint64_t dev, ino;
 	uint32_t uid[2], gid[2];	/* [0] before, [1] after */
 	uint32_t mode, pinned;
-	char path[4096 + 1];
+	const char *path;		/* not NUL-terminated */
+	size_t plen;
 	unsigned int nr_xa;
 	struct { char name[256]; const unsigned char *val[2]; size_t len[2]; } xa[8];
 };
 
-static bool decode_tree(const unsigned char *r, struct tree_rec *o)
+/* Decodes the payload p of len bytes. */
+static bool decode_tree(const unsigned char *p, size_t len, struct tree_rec *o)
 {
-	size_t len = get32(r + 8), plen, at;
-	const unsigned char *p = r + R_HEAD;
+	size_t at;
 
 	if (len < 44)
 		return false;
@@ -650,13 +707,13 @@ static bool decode_tree(const unsigned char *r, struct tree_rec *o)
 	o->gid[1] = get32(p + 28);
 	o->mode = get32(p + 32);
 	o->pinned = get32(p + 36);
-	plen = get16(p + 40);
+	o->plen = get16(p + 40);
 	o->nr_xa = get16(p + 42);
-	if (44 + plen > len || plen >= sizeof(o->path) || o->nr_xa > 8)
+	if (44 + o->plen > len || !o->plen || o->nr_xa > 8 ||
+	    memchr(p + 44, '\0', o->plen))
 		return false;
-	memcpy(o->path, p + 44, plen);
-	o->path[plen] = '\0';
-	at = 44 + plen;
+	o->path = (const char *)p + 44;
+	at = 44 + o->plen;
 	for (unsigned int i = 0; i < o->nr_xa; i++) {
 		size_t nl, ol, wl;
 
@@ -678,18 +735,169 @@ static bool decode_tree(const unsigned char *r, struct tree_rec *o)
 	return true;
 }
 
-/* Opens rel below root without following any symlink or leaving it. */
-static int open_beneath(int root, const char *rel, int flags)
+static int openat_beneath(int dirfd, const char *rel, int flags, bool xdev)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC |
 				    (flags & O_PATH ? 0 : O_NOCTTY)),
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-			   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+			   RESOLVE_NO_MAGICLINKS | (xdev ? 0 : RESOLVE_NO_XDEV),
 	};
-	long fd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 
 	return fd < 0 ? -errno : (int)fd;
+}
+
+/*
+ * Opens the directory dir (len bytes, a path below root) without
+ * following any symlink or leaving the root; a path longer than
+ * PATH_MAX is opened a piece at a time, each below the last.
+ */
+static int open_dir_beneath(int root, const char *dir, size_t len, bool xdev)
+{
+	char piece[PATH_MAX];
+	int at = root, fd = -ENOENT;
+
+	while (len) {
+		size_t n = len;
+
+		if (n >= sizeof(piece)) {
+			n = sizeof(piece) - 1;
+			while (n && dir[n] != '/')
+				n--;
+			if (!n)
+				return -ENAMETOOLONG;
+		}
+		memcpy(piece, dir, n);
+		piece[n] = '\0';
+		fd = openat_beneath(at, piece, O_PATH | O_DIRECTORY, xdev);
+		if (at != root)
+			close(at);
+		if (fd < 0)
+			return fd;
+		at = fd;
+		dir += n;
+		len -= n;
+		while (len && *dir == '/') {
+			dir++;
+			len--;
+		}
+	}
+	return fd;
+}
+
+/*
+ * One worker's way to the recorded objects: the directories it opened
+ * last, since records come a directory at a time.
+ */
+struct replayer {
+	struct shiftimg *h;
+	const struct si_target *t;
+	int side;			/* 1 redo, 0 undo */
+	bool xdev;			/* the run may cross mounts */
+	struct {
+		char *dir;
+		size_t len;
+		int fd;
+		uint64_t used;
+	} cache[DIR_CACHE];
+	uint64_t tick;
+	char *name;			/* the object's own name, NUL-terminated */
+	size_t name_cap;
+	struct tree_rec o;
+	uint64_t done, gone, errors;
+};
+
+static void replayer_init(struct replayer *rp, struct shiftimg *h,
+			  const struct si_target *t, int side)
+{
+	memset(rp, 0, sizeof(*rp));
+	rp->h = h;
+	rp->t = t;
+	rp->side = side;
+	rp->xdev = h->flags & SHIFTIMG_CROSS_MOUNTS;
+	for (int i = 0; i < DIR_CACHE; i++)
+		rp->cache[i].fd = -1;
+}
+
+static void replayer_free(struct replayer *rp)
+{
+	for (int i = 0; i < DIR_CACHE; i++) {
+		if (rp->cache[i].fd >= 0)
+			close(rp->cache[i].fd);
+		free(rp->cache[i].dir);
+	}
+	free(rp->name);
+}
+
+/* A descriptor for the directory dir (len 0: the root); -errno. */
+static int dir_fd(struct replayer *rp, const char *dir, size_t len)
+{
+	int i, victim = 0, fd;
+	char *copy;
+
+	if (!len)
+		return rp->t->fd;
+	for (i = 0; i < DIR_CACHE; i++) {
+		if (rp->cache[i].fd >= 0 && rp->cache[i].len == len &&
+		    !memcmp(rp->cache[i].dir, dir, len)) {
+			rp->cache[i].used = ++rp->tick;
+			return rp->cache[i].fd;
+		}
+		if (rp->cache[i].used < rp->cache[victim].used)
+			victim = i;
+	}
+	fd = open_dir_beneath(rp->t->fd, dir, len, rp->xdev);
+	if (fd < 0)
+		return fd;
+	copy = malloc(len);
+	if (!copy) {
+		close(fd);
+		return -ENOMEM;
+	}
+	memcpy(copy, dir, len);
+	if (rp->cache[victim].fd >= 0)
+		close(rp->cache[victim].fd);
+	free(rp->cache[victim].dir);
+	rp->cache[victim].dir = copy;
+	rp->cache[victim].len = len;
+	rp->cache[victim].fd = fd;
+	rp->cache[victim].used = ++rp->tick;
+	return fd;
+}
+
+/*
+ * The recorded object's directory and name ("" for the root itself,
+ * reached through the root's descriptor).  Returns the directory's
+ * descriptor, owned by the replayer, or -errno.
+ */
+static int locate(struct replayer *rp, const struct tree_rec *o,
+		  const char **name)
+{
+	const char *slash = memrchr(o->path, '/', o->plen);
+	size_t dlen = slash ? (size_t)(slash - o->path) : 0;
+	const char *base = slash ? slash + 1 : o->path;
+	size_t blen = o->plen - (size_t)(base - o->path);
+
+	if (blen + 1 > rp->name_cap) {
+		char *p = realloc(rp->name, blen + 1);
+
+		if (!p)
+			return -ENOMEM;
+		rp->name = p;
+		rp->name_cap = blen + 1;
+	}
+	if (o->plen == 1 && o->path[0] == '.') {
+		rp->name[0] = '\0';
+		*name = rp->name;
+		return rp->t->fd;
+	}
+	if (!blen || (blen <= 2 && !memcmp(base, "..", blen)))
+		return -EINVAL;		/* a name the walk never records */
+	memcpy(rp->name, base, blen);
+	rp->name[blen] = '\0';
+	*name = rp->name;
+	return dir_fd(rp, o->path, dlen);
 }
 
 static int set_xa(int fd, bool real, const char *name, const void *v, size_t n)
@@ -762,25 +970,35 @@ out_flags:
 	return err;
 }
 
-/* Opens a recorded object, checking it is still the same inode. */
-static int open_rec(int root, const struct tree_rec *o, bool *real)
+static bool same_inode(const struct stat *st, const struct tree_rec *o)
 {
-	struct stat st;
-	int fd, rfd;
+	return st->st_ino == o->ino &&
+	       (((uint64_t)major(st->st_dev) << 32) | minor(st->st_dev)) == o->dev;
+}
 
-	fd = open_beneath(root, o->path, O_PATH);
+/* Opens a recorded object, checking it is still the same inode. */
+static int open_rec(struct replayer *rp, const struct tree_rec *o, bool *real)
+{
+	const char *name;
+	struct stat st;
+	int dfd, fd, rfd;
+
+	dfd = locate(rp, o, &name);
+	if (dfd < 0)
+		return dfd;
+	fd = openat_beneath(dfd, *name ? name : ".", O_PATH, rp->xdev);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0 || st.st_ino != o->ino ||
-	    (((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev)) != o->dev) {
+	if (fstat(fd, &st) < 0 || !same_inode(&st, o)) {
 		close(fd);
 		return -ESTALE;
 	}
 	*real = false;
 	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-		rfd = open_beneath(root, o->path, O_RDONLY | O_NONBLOCK);
+		rfd = openat_beneath(dfd, *name ? name : ".",
+				     O_RDONLY | O_NONBLOCK, rp->xdev);
 		if (rfd >= 0) {
-			if (fstat(rfd, &st) == 0 && st.st_ino == o->ino) {
+			if (fstat(rfd, &st) == 0 && same_inode(&st, o)) {
 				close(fd);
 				*real = true;
 				return rfd;
@@ -791,53 +1009,302 @@ static int open_rec(int root, const struct tree_rec *o, bool *real)
 	return fd;
 }
 
+/*
+ * An object whose change is its owner alone is chowned by name: a chown
+ * cannot hand out privilege (the kernel clears setuid and setgid and
+ * drops capabilities on it), so the only check that matters, never to
+ * leave the root, is the directory's, made when it was opened.  Every
+ * other object is opened and checked to be the inode recorded.
+ */
+static bool owner_only(const struct tree_rec *o)
+{
+	return !o->nr_xa && !o->pinned &&
+	       (S_ISDIR(o->mode) || !(o->mode & (S_ISUID | S_ISGID)));
+}
+
+static int replay_owner(struct replayer *rp, const struct tree_rec *o)
+{
+	const char *name;
+	int dfd = locate(rp, o, &name);
+
+	if (dfd < 0)
+		return dfd;
+	si_fault(SI_FAULT_WRITE);
+	if (fchownat(dfd, name, o->uid[rp->side], o->gid[rp->side],
+		     AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+		return -errno;
+	return 0;
+}
+
+static int replay_full(struct replayer *rp, const struct tree_rec *o)
+{
+	bool real;
+	int fd = open_rec(rp, o, &real), err;
+
+	if (fd < 0)
+		return fd;
+	err = set_state(fd, real, o, rp->side);
+	close(fd);
+	return err;
+}
+
+/* Says what changes, as the walk lists it. */
+static void list_rec(struct replayer *rp, const struct tree_rec *o)
+{
+	const int s = rp->side;
+	char what[256], *path;
+	int n = 0;
+
+	if (o->uid[0] != o->uid[1] || o->gid[0] != o->gid[1])
+		n = snprintf(what, sizeof(what), "owner %u:%u -> %u:%u",
+			     o->uid[!s], o->gid[!s], o->uid[s], o->gid[s]);
+	for (unsigned int i = 0; i < o->nr_xa && n < (int)sizeof(what); i++)
+		n += snprintf(what + n, sizeof(what) - (size_t)n, "%s%s",
+			      n ? ", " : "", o->xa[i].name);
+	if (o->plen == 1 && o->path[0] == '.')
+		path = strdup(rp->t->path);
+	else if (asprintf(&path, "%s/%.*s", rp->t->path, (int)o->plen, o->path) < 0)
+		path = NULL;
+	if (path)
+		si_list(rp->h, path, what);
+	free(path);
+}
+
+/* Sets the object of one record (the payload p of len bytes). */
+static void replay_rec(struct replayer *rp, const unsigned char *p, size_t len)
+{
+	struct tree_rec *o = &rp->o;
+	int err;
+
+	if (!decode_tree(p, len, o)) {
+		rp->errors++;
+		si_error(rp->h, EBADMSG, "%s: a journal record is malformed",
+			 rp->t->path);
+		return;
+	}
+	if (rp->h->list_fn)
+		list_rec(rp, o);
+	err = owner_only(o) ? replay_owner(rp, o) : replay_full(rp, o);
+	if (err == -ENOENT) {
+		rp->gone++;	/* removed since: nothing to set */
+		return;
+	}
+	if (err) {
+		rp->errors++;
+		si_error(rp->h, -err, "%s/%.*s: %s", rp->t->path, (int)o->plen,
+			 o->path, err == -ESTALE ?
+			 "replaced since the plan was made" : strerror(-err));
+		return;
+	}
+	rp->done++;
+}
+
 /* Redo (side 1) or undo (side 0) every planned tree object. */
 static int tree_replay(struct shiftimg *h, const struct si_target *t,
 		       const struct loaded *l, int side, uint64_t *done)
 {
-	struct tree_rec *o = malloc(sizeof(*o));
-	uint64_t errors = 0;
-	int err;
+	struct replayer rp;
+	int err = 0;
 
-	if (!o)
-		return si_error(h, ENOMEM, "out of memory");
-	*done = 0;
+	replayer_init(&rp, h, t, side);
 	for (size_t i = 0; i < l->nr_recs; i++) {
 		const unsigned char *r = l->data + l->recs[i];
-		bool real;
-		int fd;
 
-		if (get16(r + 4) != REC_TREE || !decode_tree(r, o)) {
-			errors++;
-			si_error(h, EBADMSG, "%s: journal record %zu is malformed",
+		if (get16(r + 4) != REC_TREE) {
+			rp.errors++;
+			si_error(h, EBADMSG, "%s: journal record %zu is not a tree record",
 				 t->path, i);
 			continue;
 		}
-		fd = open_rec(t->fd, o, &real);
-		if (fd == -ENOENT)
-			continue;	/* removed since: nothing to set */
-		if (fd < 0) {
-			errors++;
-			si_error(h, -fd, "%s/%s: %s", t->path, o->path,
-				 fd == -ESTALE ? "replaced since the interrupted run" :
-				 strerror(-fd));
-			continue;
-		}
-		err = set_state(fd, real, o, side);
-		close(fd);
-		if (err) {
-			errors++;
-			si_error(h, -err, "%s/%s: %s", t->path, o->path,
-				 strerror(-err));
-			continue;
-		}
-		(*done)++;
+		replay_rec(&rp, r + R_HEAD, get32(r + 8));
 	}
-	free(o);
+	replayer_free(&rp);
+	*done = rp.done;
+	h->tally.st.errors += rp.errors;
+	if (!rp.errors && syncfs(t->fd) < 0)
+		err = si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
+	return rp.errors ? -EIO : err;
+}
+
+/*
+ * The apply pass reads the plan back from the journal file as it goes,
+ * so that memory does not follow its size; workers take it a chunk of
+ * whole records at a time, each record checked again on the way.
+ */
+struct plan_reader {
+	struct si_journal *j;
+	pthread_mutex_t lock;
+	unsigned char *buf;
+	size_t len, pos;
+	off_t off;			/* of buf[len] in the file */
+	uint64_t seq;
+	bool end;
+	int err;
+	_Atomic uint64_t done;		/* records applied, for progress */
+};
+
+/* Makes at least want bytes available at pos, if the file has them. */
+static int reader_fill(struct plan_reader *rd, size_t want)
+{
+	size_t cap = PLAN_CHUNK * 4;
+
+	if (rd->len - rd->pos >= want)
+		return 0;
+	memmove(rd->buf, rd->buf + rd->pos, rd->len - rd->pos);
+	rd->len -= rd->pos;
+	rd->pos = 0;
+	if (want > cap) {
+		unsigned char *p = realloc(rd->buf, want);
+
+		if (!p)
+			return -ENOMEM;
+		rd->buf = p;
+		cap = want;
+	}
+	while (rd->len < want) {
+		ssize_t n = pread(rd->j->fd, rd->buf + rd->len,
+				  (want > cap ? want : cap) - rd->len, rd->off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EBADMSG;	/* the plan's commit is missing */
+		rd->len += (size_t)n;
+		rd->off += n;
+	}
+	return 0;
+}
+
+/* Copies the next whole records (as length, payload) into out. */
+static size_t reader_next(struct plan_reader *rd, unsigned char *out,
+			  size_t cap)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&rd->lock);
+	while (!rd->end && !rd->err) {
+		const unsigned char *r;
+		size_t len;
+
+		rd->err = reader_fill(rd, R_HEAD);
+		if (rd->err)
+			break;
+		r = rd->buf + rd->pos;
+		len = get32(r + 8);
+		if (get32(r) != R_MAGIC || get64(r + 16) != rd->seq ||
+		    len > (64u << 20)) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		if (4 + len > cap - n && n)
+			break;		/* the next chunk starts with it */
+		rd->err = reader_fill(rd, R_HEAD + len + R_TAIL);
+		if (rd->err)
+			break;
+		r = rd->buf + rd->pos;
+		if (get64(r + R_HEAD + len) != XXH64(r, R_HEAD + len, rd->j->run_id)) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		rd->pos += R_HEAD + len + R_TAIL;
+		rd->seq++;
+		if (get16(r + 4) == REC_COMMIT) {
+			rd->end = get32(r + R_HEAD + 8) != 0;
+			continue;
+		}
+		if (4 + len > cap) {
+			rd->err = -E2BIG;
+			break;
+		}
+		put32(out + n, (uint32_t)len);
+		memcpy(out + n + 4, r + R_HEAD, len);
+		n += 4 + len;
+	}
+	pthread_mutex_unlock(&rd->lock);
+	return n;
+}
+
+struct applier {
+	struct plan_reader *rd;
+	struct replayer rp;
+	pthread_t tid;
+	bool started;
+};
+
+static void *apply_main(void *arg)
+{
+	struct applier *a = arg;
+	unsigned char *chunk = malloc(PLAN_CHUNK + (64u << 10));
+	size_t n;
+
+	if (!chunk) {
+		a->rp.errors++;
+		si_error(a->rp.h, ENOMEM, "out of memory");
+		return NULL;
+	}
+	while ((n = reader_next(a->rd, chunk, PLAN_CHUNK + (64u << 10)))) {
+		uint64_t recs = 0;
+
+		for (size_t off = 0; off < n; recs++) {
+			size_t len = get32(chunk + off);
+
+			replay_rec(&a->rp, chunk + off + 4, len);
+			off += 4 + len;
+		}
+		si_progress(a->rp.h, atomic_fetch_add(&a->rd->done, recs) + recs,
+			    a->rp.h->planned);
+	}
+	free(chunk);
+	return NULL;
+}
+
+int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
+			  uint64_t *gone)
+{
+	struct shiftimg *h = j->h;
+	struct plan_reader rd = { .j = j, .off = j->rec_start };
+	struct applier *a;
+	uint64_t errors = 0;
+	unsigned int i;
+	int err = 0;
+
+	*gone = 0;
+	a = calloc(threads ? threads : 1, sizeof(*a));
+	rd.buf = malloc(PLAN_CHUNK * 4);
+	if (!a || !rd.buf) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	pthread_mutex_init(&rd.lock, NULL);
+	for (i = 0; i < (threads ? threads : 1); i++) {
+		a[i].rd = &rd;
+		replayer_init(&a[i].rp, h, j->t, 1);
+		a[i].started = !pthread_create(&a[i].tid, NULL, apply_main, &a[i]);
+		if (!a[i].started)
+			apply_main(&a[i]);
+	}
+	for (i = 0; i < (threads ? threads : 1); i++) {
+		if (a[i].started)
+			pthread_join(a[i].tid, NULL);
+		errors += a[i].rp.errors;
+		*gone += a[i].rp.gone;
+		replayer_free(&a[i].rp);
+	}
+	pthread_mutex_destroy(&rd.lock);
+	if (rd.err) {
+		errors++;
+		si_error(h, -rd.err, "%s: reading the plan back from %s: %s",
+			 j->t->path, j->path, strerror(-rd.err));
+	}
 	h->tally.st.errors += errors;
-	if (!errors && syncfs(t->fd) < 0)
-		return si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
-	return errors ? -EIO : 0;
+	if (errors)
+		err = -EIO;
+out_free:
+	free(rd.buf);
+	free(a);
+	return err;
 }
 
 /* ---- ext4 records ---- */
@@ -1364,6 +1831,7 @@ static int create(struct si_journal *j, const char *map)
 	if (getrandom(&j->run_id, sizeof(j->run_id), 0) != sizeof(j->run_id))
 		j->run_id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	err = write_header(j, map);
+	j->rec_start = (off_t)j->len;
 	if (!err)
 		err = write_out(j);
 	if (!err)
@@ -1541,19 +2009,25 @@ out_close:
 }
 
 /* How far the target got: which side each record's object is on. */
-static void tree_census(const struct si_target *t, const struct loaded *l,
-			uint64_t n[4])
+static void tree_census(struct shiftimg *h, const struct si_target *t,
+			const struct loaded *l, uint64_t n[4])
 {
-	struct tree_rec *o = malloc(sizeof(*o));
+	struct replayer rp;
+	struct tree_rec *o = &rp.o;
 
-	for (size_t i = 0; o && i < l->nr_recs; i++) {
+	replayer_init(&rp, h, t, 1);
+	for (size_t i = 0; i < l->nr_recs; i++) {
+		const unsigned char *r = l->data + l->recs[i];
+		const char *name;
 		struct stat st;
-		int fd;
+		int dfd;
 
-		if (!decode_tree(l->data + l->recs[i], o))
+		if (!decode_tree(r + R_HEAD, get32(r + 8), o))
 			continue;
-		fd = open_beneath(t->fd, o->path, O_PATH);
-		if (fd < 0 || fstat(fd, &st) < 0 || st.st_ino != o->ino) {
+		dfd = locate(&rp, o, &name);
+		if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW |
+				       (*name ? 0 : AT_EMPTY_PATH)) < 0 ||
+		    !same_inode(&st, o)) {
 			n[3]++;
 		} else if (st.st_uid == o->uid[1] && st.st_gid == o->gid[1] &&
 			   (o->uid[0] != o->uid[1] || o->gid[0] != o->gid[1])) {
@@ -1563,10 +2037,8 @@ static void tree_census(const struct si_target *t, const struct loaded *l,
 		} else {
 			n[2]++;
 		}
-		if (fd >= 0)
-			close(fd);
 	}
-	free(o);
+	replayer_free(&rp);
 }
 
 static void ext4_census(const struct si_target *t, const struct loaded *l,
@@ -1621,7 +2093,7 @@ int si_journal_status(struct shiftimg *h, const char *target, FILE *out)
 	} else if (!l.planned) {
 		fprintf(out, "plan: incomplete: nothing in the target was changed\n");
 	} else {
-		tree_census(&t, &l, n);
+		tree_census(h, &t, &l, n);
 		fprintf(out, "plan: %zu objects: %" PRIu64 " shifted, %" PRIu64
 			" not yet shifted, %" PRIu64 " in another state, %" PRIu64
 			" gone or replaced\n", l.nr_recs, n[1], n[0], n[2], n[3]);

@@ -64,13 +64,35 @@ struct si_journal_xa {
 };
 
 /*
- * Check pass: records one object's planned change.  rel is its path
- * below the root ("." for the root); uid and gid are what it becomes.
- * Thread-safe.
+ * A worker's planned records, appended to the journal a block at a
+ * time, so that the records of one directory stay together for the
+ * apply pass.  Zero it to start; flush it before the plan is synced.
  */
-int si_journal_tree(struct si_journal *j, const char *rel,
-		    const struct statx *sx, uint32_t uid, uint32_t gid,
-		    unsigned int nr_xa, const struct si_journal_xa *xa);
+struct si_journal_batch {
+	unsigned char *buf;
+	size_t len, cap;
+};
+
+/*
+ * Check pass: records one object's planned change in the worker's
+ * batch.  rel is its path below the root ("." for the root); uid and
+ * gid are what it becomes.
+ */
+int si_journal_tree(struct si_journal *j, struct si_journal_batch *b,
+		    const char *rel, const struct statx *sx, uint32_t uid,
+		    uint32_t gid, unsigned int nr_xa,
+		    const struct si_journal_xa *xa);
+/* Appends what the batch holds to the journal (thread-safe); frees it. */
+int si_journal_batch_flush(struct si_journal *j, struct si_journal_batch *b);
+
+/*
+ * Apply pass of a journaled tree run: sets every planned object to its
+ * new state, with the code that finishes an interrupted run, on
+ * `threads` workers.  Objects removed since the check pass are counted
+ * in *gone; failures go to h->tally.st.errors and the handle's error.
+ */
+int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
+			  uint64_t *gone);
 
 /* ---- the ext4 backend ---- */
 

@@ -39,6 +39,7 @@ struct shiftimg {
 	const struct si_backend *backend;
 	struct si_journal *journal;	/* the run's journal, or NULL */
 	struct si_tally tally;
+	struct si_tally checked;	/* the check pass's, kept for the apply pass */
 	uint64_t planned;		/* objects the check pass saw, 0 if none */
 	/* What a backend's check pass leaves its apply pass; freed after the run. */
 	void *pass_state;

@@ -110,6 +110,7 @@ struct worker {
 	int cwd;			/* the directory this thread has fchdir'ed to */
 	struct si_xa *xa;		/* XA_MAX value buffers, reused */
 	uint64_t reported;		/* objects already added to w->visited */
+	struct si_journal_batch plan;	/* check pass: records not yet appended */
 };
 
 /* ---- paths, for messages only ---- */
@@ -522,8 +523,8 @@ static int plan(struct worker *k, const struct si_obj *o)
 			.old = o->xa[i].in, .oldlen = o->xa[i].inlen,
 			.new = o->xa[i].out, .newlen = o->xa[i].outlen,
 		};
-	return si_journal_tree(k->w->h->journal, *rel ? rel : ".", &o->sx,
-			       o->uid, o->gid, o->nr_xa, xa);
+	return si_journal_tree(k->w->h->journal, &k->plan, *rel ? rel : ".",
+			       &o->sx, o->uid, o->gid, o->nr_xa, xa);
 }
 
 /*
@@ -543,6 +544,19 @@ static bool grants_root(struct worker *k, const struct si_obj *o)
 	if (bits)
 		si_tally_privileged(&k->t, k->path);
 	return bits != 0;
+}
+
+/* Appends the worker's planned records to the journal. */
+static void plan_flush(struct worker *k)
+{
+	struct shiftimg *h = k->w->h;
+	int err;
+
+	if (!h->journal || !k->plan.len)
+		return;
+	err = si_journal_batch_flush(h->journal, &k->plan);
+	if (err)
+		k->t.st.errors++;	/* the message is on the handle */
 }
 
 /* Looks the object up, decides what changes, and (APPLY) changes it. */
@@ -588,8 +602,12 @@ static int visit(struct worker *k, struct si_obj *o)
 	count_xattrs(&k->t, o);
 	if (w->dry || (w->h->list_fn && w->pass == SI_PASS_APPLY))
 		describe(k, o);
-	if (w->pass == SI_PASS_CHECK)
+	if (w->pass == SI_PASS_CHECK) {
+		/* Counted as planned: a journaled run keeps these counts. */
+		if (o->sx.stx_attributes & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND))
+			k->t.st.flags_cleared++;
 		return w->h->journal ? plan(k, o) : 0;
+	}
 	return apply(k, o);
 }
 
@@ -817,6 +835,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&w->lock);
 	}
 	pthread_mutex_unlock(&w->lock);
+	plan_flush(k);
 	return NULL;
 }
 
@@ -893,14 +912,17 @@ out_free:
 
 /* ---- the note, from the check pass to the apply pass ---- */
 
-/* A check pass with an apply pass to follow takes notes; the apply pass reads them. */
+/*
+ * A check pass with a walking apply pass to follow takes notes; the
+ * apply pass reads them.  A journaled run's apply pass walks nothing.
+ */
 static void note_begin(struct walk *w)
 {
 	struct shiftimg *h = w->h;
 
 	if (w->pass == SI_PASS_APPLY)
 		w->noted = h->pass_state;	/* NULL: every inode is listed */
-	else if (!(h->flags & SHIFTIMG_DRY_RUN))
+	else if (!(h->flags & SHIFTIMG_DRY_RUN) && !h->journal)
 		w->note = calloc(1, sizeof(*w->note));
 }
 
@@ -921,6 +943,27 @@ static void note_end(struct walk *w, bool ok)
 	h->pass_state_free = free;
 }
 
+/*
+ * The apply pass of a journaled run sets every object the check pass
+ * planned to its recorded state, straight from the journal: the code
+ * that would finish the run after a crash, and no second walk (no
+ * stat or xattr listing of what the check pass has just read).  The
+ * counts are the check pass's, less what has gone since.
+ */
+static int apply_plan(struct shiftimg *h)
+{
+	uint64_t gone;
+	int err;
+
+	si_tally_free(&h->tally);
+	h->tally = h->checked;
+	si_tally_init(&h->checked);
+	h->planned = h->tally.st.changed;
+	err = si_journal_tree_apply(h->journal, si_threads(h), &gone);
+	h->tally.st.changed -= gone;
+	return err;
+}
+
 /* Visits the root itself, then walks below it. */
 static int tree_shift(struct shiftimg *h, const struct si_target *t,
 		      enum si_pass pass)
@@ -938,6 +981,8 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	size_t saved;
 	int fd, err;
 
+	if (pass == SI_PASS_APPLY && h->journal)
+		return apply_plan(h);
 	if (!xa)
 		return si_error(h, ENOMEM, "out of memory");
 	root.xa = o.xa = xa;
@@ -973,6 +1018,7 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 		err = visit(&root, &o);
 	if (err)
 		obj_error(&root, -err, "cannot shift");
+	plan_flush(&root);
 	si_tally_merge(&h->tally, &root.t);
 	si_tally_free(&root.t);
 	free(root.path);
