@@ -147,6 +147,9 @@ void si_fault(enum si_fault_kind kind)
 	uint64_t n, all;
 
 	pthread_once(&fault.once, fault_init);
+	/* Uncounted when off: every worker would share one cache line. */
+	if (fault.kind < 0 && !fault.log)
+		return;
 	n = ++fault.n[kind];
 	if (fault.kind < 0)
 		return;
