@@ -74,6 +74,7 @@ struct si_journal {
 	unsigned char *buf;		/* encoded, not yet written */
 	size_t len, cap;
 	off_t written, synced;
+	off_t kicked;			/* tree: writeback started up to here */
 	bool dir_synced;
 	bool changed;			/* the target may differ from before */
 	bool failed;			/* a journal write failed: stop */
@@ -593,8 +594,17 @@ int si_journal_batch_flush(struct si_journal *j, struct si_journal_batch *b)
 		err = append_rec(j, REC_TREE, b->buf + off + 4, len);
 		off += 4 + len;
 	}
-	if (!err && j->len >= BUF_FLUSH)
+	if (!err && j->len >= BUF_FLUSH) {
 		err = write_out(j);
+		/*
+		 * Start writing the plan out now, so that the sync that
+		 * ends it (and holds up the apply pass) has little left.
+		 */
+		if (!err)
+			sync_file_range(j->fd, j->kicked, j->written - j->kicked,
+					SYNC_FILE_RANGE_WRITE);
+		j->kicked = j->written;
+	}
 	pthread_mutex_unlock(&j->lock);
 	free(b->buf);
 	memset(b, 0, sizeof(*b));
