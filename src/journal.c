@@ -818,7 +818,7 @@ struct replayer {
 	char *name;			/* the object's own name, NUL-terminated */
 	size_t name_cap;
 	struct tree_rec o;
-	uint64_t done, gone, errors;
+	uint64_t done, gone, replaced, errors;
 };
 
 static void replayer_init(struct replayer *rp, struct shiftimg *h,
@@ -1102,19 +1102,35 @@ static void replay_rec(struct replayer *rp, const unsigned char *p, size_t len)
 		rp->gone++;	/* removed since: nothing to set */
 		return;
 	}
+	if (err == -ESTALE) {
+		/* Another inode by that name now: not ours to set. */
+		rp->replaced++;
+		return;
+	}
 	if (err) {
 		rp->errors++;
 		si_error(rp->h, -err, "%s/%.*s: %s", rp->t->path, (int)o->plen,
-			 o->path, err == -ESTALE ?
-			 "replaced since the plan was made" : strerror(-err));
+			 o->path, strerror(-err));
 		return;
 	}
 	rp->done++;
 }
 
+/* Adds to the notice how many planned objects were found replaced. */
+static void note_replaced(struct shiftimg *h, uint64_t replaced)
+{
+	size_t n = strlen(h->notice);
+
+	if (replaced)
+		snprintf(h->notice + n, sizeof(h->notice) - n,
+			 "%s%" PRIu64 " planned objects were replaced by others since they were planned, and left alone",
+			 n ? "; " : "", replaced);
+}
+
 /* Redo (side 1) or undo (side 0) every planned tree object. */
 static int tree_replay(struct shiftimg *h, const struct si_target *t,
-		       const struct loaded *l, int side, uint64_t *done)
+		       const struct loaded *l, int side, uint64_t *done,
+		       uint64_t *replaced)
 {
 	struct replayer rp;
 	int err = 0;
@@ -1133,6 +1149,7 @@ static int tree_replay(struct shiftimg *h, const struct si_target *t,
 	}
 	replayer_free(&rp);
 	*done = rp.done;
+	*replaced = rp.replaced;
 	h->tally.st.errors += rp.errors;
 	if (!rp.errors && syncfs(t->fd) < 0)
 		err = si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
@@ -1279,7 +1296,7 @@ int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
 	struct shiftimg *h = j->h;
 	struct plan_reader rd = { .j = j, .off = j->rec_start };
 	struct applier *a;
-	uint64_t errors = 0;
+	uint64_t errors = 0, replaced = 0;
 	unsigned int i;
 	int err = 0;
 
@@ -1302,7 +1319,8 @@ int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
 		if (a[i].started)
 			pthread_join(a[i].tid, NULL);
 		errors += a[i].rp.errors;
-		*gone += a[i].rp.gone;
+		*gone += a[i].rp.gone + a[i].rp.replaced;
+		replaced += a[i].rp.replaced;
 		replayer_free(&a[i].rp);
 	}
 	pthread_mutex_destroy(&rd.lock);
@@ -1311,6 +1329,7 @@ int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
 		si_error(h, -rd.err, "%s: reading the plan back from %s: %s",
 			 j->t->path, j->path, strerror(-rd.err));
 	}
+	note_replaced(h, replaced);
 	h->tally.st.errors += errors;
 	if (errors)
 		err = -EIO;
@@ -1706,7 +1725,7 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 {
 	bool reverse = h->flags & SHIFTIMG_REVERSE;
 	struct loaded l;
-	uint64_t done = 0;
+	uint64_t done = 0, replaced = 0;
 	char stamp[128];
 	int err;
 
@@ -1726,7 +1745,7 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 		goto out_free;
 	}
 	if (kind == J_TREE && l.planned) {
-		err = tree_replay(h, t, &l, 1, &done);
+		err = tree_replay(h, t, &l, 1, &done, &replaced);
 		if (err)
 			goto out_free;
 		stamp_value(kind, map, stamp, sizeof(stamp));
@@ -1742,6 +1761,7 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 			snprintf(h->notice, sizeof(h->notice),
 				 "%s: finished an interrupted run from its journal (%" PRIu64 " objects set to their planned state)",
 				 t->path, done);
+			note_replaced(h, replaced);
 			h->tally.st.changed = done;
 			err = SI_JOURNAL_NOTHING;
 		}
@@ -2127,7 +2147,7 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 	struct si_target t;
 	struct loaded l;
 	char *jpath = NULL;
-	uint64_t done = 0;
+	uint64_t done = 0, replaced = 0;
 	int err;
 
 	err = open_loaded(h, target, &t, &jpath, &l);
@@ -2148,7 +2168,7 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 		if (!err)
 			err = si_stamp_set(&si_ext4_backend, &t, l.hdr.offset, l.hdr.stamp);
 	} else if (l.planned) {
-		err = tree_replay(h, &t, &l, 0, &done);
+		err = tree_replay(h, &t, &l, 0, &done, &replaced);
 		if (!err)
 			err = si_stamp_set(&si_tree_backend, &t, 0, l.hdr.stamp);
 	}
@@ -2161,6 +2181,8 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 		snprintf(h->notice, sizeof(h->notice),
 			 "%s: rolled back the interrupted run (%zu journal records)",
 			 target, l.nr_recs);
+	if (!err)
+		note_replaced(h, replaced);
 	loaded_free(&l);
 	free(jpath);
 	close(t.fd);
