@@ -1102,8 +1102,11 @@ static void replay_rec(struct replayer *rp, const unsigned char *p, size_t len)
 		rp->gone++;	/* removed since: nothing to set */
 		return;
 	}
-	if (err == -ESTALE) {
-		/* Another inode by that name now: not ours to set. */
+	if (err == -ESTALE || err == -ELOOP || err == -ENOTDIR || err == -EXDEV) {
+		/*
+		 * Another inode by that name now, or a directory on its
+		 * path is a symlink, a file or a mount now: not ours to set.
+		 */
 		rp->replaced++;
 		return;
 	}
