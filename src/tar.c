@@ -61,6 +61,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "backend.h"
 #include "gzpar.h"
@@ -239,6 +240,7 @@ struct apipe {
 	unsigned int head, count;	/* queued: head .. head + count */
 	unsigned int cur;		/* being filled by the reader */
 	bool closing;
+	bool closed;		/* archive_write_close() succeeded */
 	int err;
 	char msg[256];
 };
@@ -335,6 +337,7 @@ static int apipe_close(struct apipe *p)
 			 archive_error_string(p->w) ?: "compression failed");
 		p->err = -EIO;
 	}
+	p->closed = !p->err;
 	return p->err;
 }
 
@@ -350,6 +353,12 @@ static void apipe_free(struct apipe *p)
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
 	}
+	/*
+	 * A failed run's compressor must not finish its stream on the way
+	 * out: libarchive's lz4 writer crashes doing so.
+	 */
+	if (p->w && !p->closed)
+		archive_write_fail(p->w);
 	if (p->w)
 		archive_write_free(p->w);
 	for (i = 0; i <= PIPE_BUFS; i++)
@@ -422,6 +431,12 @@ struct run {
 	/* Uncompressed input is read here; the rest through libarchive. */
 	bool direct;
 	struct archive *in;
+	/* gzip input is inflated here, so that every member is checked. */
+	z_stream z;
+	bool z_init, z_member_end, in_eof;
+	unsigned char *zbuf;		/* inflated bytes, IN_BLOCK */
+	uint64_t in_read;		/* bytes read from in_fd, first block included */
+	char rerr[256];			/* why the input could not be read */
 	int code;			/* ARCHIVE_FILTER_* of the input */
 	int level;
 	bool digest;
@@ -595,6 +610,131 @@ static la_ssize_t la_read(struct archive *a, void *arg, const void **p)
 	return n;
 }
 
+/* Next compressed bytes: the first block, then the fd. */
+static int gz_fill(struct run *r)
+{
+	ssize_t n;
+
+	if (r->z.avail_in || r->in_eof)
+		return 0;
+	if (!r->head_sent) {
+		r->head_sent = true;
+		r->z.next_in = r->head;
+		r->z.avail_in = (uInt)r->head_len;
+		r->in_read = r->head_len;
+		return 0;
+	}
+	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
+	if (n < 0) {
+		snprintf(r->rerr, sizeof(r->rerr), "%s", strerror((int)-n));
+		return (int)n;
+	}
+	r->in_eof = n == 0;
+	r->z.next_in = r->rbuf;
+	r->z.avail_in = (uInt)n;
+	r->in_read += (uint64_t)n;
+	return 0;
+}
+
+/* Offset in the compressed input of the next byte zlib would take. */
+static uint64_t gz_offset(const struct run *r)
+{
+	return r->in_read - r->z.avail_in;
+}
+
+/*
+ * Between two members: another member, or zeros to the end (as gzip
+ * accepts); anything else is refused rather than dropped silently.
+ * Returns 1 at the end of the input.
+ */
+static int gz_next_member(struct run *r)
+{
+	int err;
+
+	for (;;) {
+		err = gz_fill(r);
+		if (err)
+			return err;
+		if (!r->z.avail_in)
+			return 1;
+		if (*r->z.next_in == 0x1f && !r->z_member_end)
+			return 0;
+		if (*r->z.next_in == 0x1f) {
+			if (inflateReset(&r->z) != Z_OK)
+				return -ENOMEM;
+			r->z_member_end = false;
+			return 0;
+		}
+		if (*r->z.next_in != 0) {
+			snprintf(r->rerr, sizeof(r->rerr),
+				 "gzip: data that is not gzip at compressed offset %" PRIu64,
+				 gz_offset(r));
+			return -EIO;
+		}
+		/* Zeros: skip them; nothing but zeros may follow. */
+		while (r->z.avail_in && *r->z.next_in == 0) {
+			r->z.next_in++;
+			r->z.avail_in--;
+		}
+		if (r->z.avail_in) {
+			snprintf(r->rerr, sizeof(r->rerr),
+				 "gzip: data after the trailing zeros at compressed offset %" PRIu64,
+				 gz_offset(r));
+			return -EIO;
+		}
+		r->z_member_end = true;	/* stays at the end */
+	}
+}
+
+/* Inflated input for th_stream, every member's CRC-32 and size checked. */
+static ssize_t gz_read(void *arg, const unsigned char **p)
+{
+	struct run *r = arg;
+	int ret, err;
+
+	run_progress(r, gz_offset(r));
+	for (;;) {
+		if (r->z_member_end) {
+			err = gz_next_member(r);
+			if (err)
+				return err < 0 ? err : 0;
+		}
+		err = gz_fill(r);
+		if (err)
+			return err;
+		r->z.next_out = r->zbuf;
+		r->z.avail_out = IN_BLOCK;
+		ret = inflate(&r->z, Z_NO_FLUSH);
+		if (ret == Z_STREAM_END)
+			r->z_member_end = true;
+		else if (ret == Z_BUF_ERROR && r->in_eof)
+			ret = Z_DATA_ERROR;
+		if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
+			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
+				 r->z.msg ? r->z.msg : r->in_eof ? "unexpected end of stream" :
+				 "cannot inflate", gz_offset(r));
+			return -EIO;
+		}
+		if (r->z.avail_out < IN_BLOCK) {
+			*p = r->zbuf;
+			return (ssize_t)(IN_BLOCK - r->z.avail_out);
+		}
+	}
+}
+
+/* Sets up the gzip reader; the first block is still to be inflated. */
+static int gz_open(struct run *r)
+{
+	r->zbuf = malloc(IN_BLOCK);
+	if (!r->zbuf)
+		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	if (inflateInit2(&r->z, 15 + 16) != Z_OK)
+		return si_error(r->h, ENOMEM, "%s: cannot start zlib", r->path);
+	r->z_init = true;
+	r->code = ARCHIVE_FILTER_GZIP;
+	return 0;
+}
+
 static ssize_t run_read(void *arg, const unsigned char **p)
 {
 	struct run *r = arg;
@@ -609,8 +749,11 @@ static ssize_t run_read(void *arg, const unsigned char **p)
 	} while (ret == ARCHIVE_OK && size == 0);
 	if (ret == ARCHIVE_EOF)
 		return 0;
-	if (ret != ARCHIVE_OK && ret != ARCHIVE_WARN)
+	if (ret != ARCHIVE_OK && ret != ARCHIVE_WARN) {
+		snprintf(r->rerr, sizeof(r->rerr), "%s",
+			 archive_error_string(r->in) ?: "read error");
 		return -EIO;
+	}
 	*p = buf;
 	return (ssize_t)size;
 }
@@ -679,6 +822,8 @@ static int open_input(struct run *r, int fd)
 		r->code = ARCHIVE_FILTER_NONE;
 		return 0;
 	}
+	if (r->head_len >= 3 && !memcmp(r->head, "\x1f\x8b\x08", 3))
+		return gz_open(r);
 	r->in = archive_read_new();
 	if (!r->in)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
@@ -810,6 +955,9 @@ static void run_free(struct run *r)
 		apipe_free(&r->pipe);
 	if (r->in)
 		archive_read_free(r->in);
+	if (r->z_init)
+		inflateEnd(&r->z);
+	free(r->zbuf);
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
 	free(r->out.stage);
@@ -836,6 +984,8 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 		return err;
 	if (r->direct)
 		r->th.read = direct_read;
+	else if (r->z_init)
+		r->th.read = gz_read;
 	if (out_fd < 0) {
 		struct stat st;
 
@@ -856,9 +1006,8 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 			r->th.pass = direct_pass;
 	}
 	err = th_stream(&r->th);
-	if (err == -EIO && r->in && archive_error_string(r->in) && r->th.err[0])
-		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err,
-				archive_error_string(r->in) ?: "read error");
+	if (err == -EIO && r->rerr[0] && r->th.err[0])
+		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err, r->rerr);
 	if (err == -EOVERFLOW && r->th.unmapped && out_fd == STDOUT_FILENO)
 		return si_error(r->h, ERANGE,
 				"%s: %llu entries hold ids the map does not cover; the output stops before the first of them (see --unmapped)",
@@ -1021,9 +1170,11 @@ static bool compressed_magic(int fd)
 }
 
 /*
- * Is the first block (after any decompression) a tar header?  A
- * compressed file that cannot be read that far is ours too, so that
- * the error says what is wrong with it.
+ * Is the first block (after any decompression) a tar header?  A file
+ * in one of the compressions we handle is ours whatever it holds, so
+ * that the error says what is wrong with it (a damaged stream, no tar
+ * inside); libarchive names the other compressions, which the shift
+ * then refuses by name.
  */
 static bool tar_probe(const struct si_target *t)
 {
@@ -1038,6 +1189,8 @@ static bool tar_probe(const struct si_target *t)
 		return true;
 	if (!S_ISREG(t->st.st_mode))
 		return false;
+	if (compressed_magic(t->fd))
+		return true;
 	s = calloc(1, sizeof(*s));
 	a = archive_read_new();
 	if (!s || !a)
@@ -1046,13 +1199,9 @@ static bool tar_probe(const struct si_target *t)
 	archive_read_support_filter_all(a);
 	archive_read_support_format_raw(a);
 	if (archive_read_open(a, s, NULL, probe_read, NULL) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
-		ok = compressed_magic(t->fd);
+	    archive_read_next_header(a, &e) != ARCHIVE_OK)
 		goto out;
-	}
 	n = archive_read_data(a, blk, sizeof(blk));
-	if (n < 0)
-		ok = compressed_magic(t->fd);
 	if (n == TH_BLOCK) {
 		size_t i;
 		bool zero = true;
