@@ -1435,6 +1435,9 @@ out:
 static int keep_meta(struct th_ctx *c, const unsigned char *hdr,
 		     const struct th_buf *content)
 {
+	if (c->meta.len + TH_BLOCK + content->len > TH_PENDING_MAX)
+		return fail(c, EBADMSG, "long-name headers of more than %u bytes for one entry",
+			    TH_PENDING_MAX);
 	if (th_buf_add(&c->meta, hdr, TH_BLOCK) ||
 	    th_buf_add(&c->meta, content->p, content->len))
 		return fail(c, ENOMEM, "out of memory");
