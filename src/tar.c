@@ -37,7 +37,8 @@
  *   names=keep) gives the original bytes.
  * - The ids in the headers of pax (x, g) and GNU long-name (L, K)
  *   blocks themselves are left alone: they own nothing.
- * - Limits: a pax or long-name header may hold at most 1 MiB; after the
+ * - Limits: a pax or long-name header may hold at most 1 MiB, the
+ *   long-name headers of one entry 2 MiB together; after the
  *   end-of-archive blocks at most 1 MiB of zeros (anything else there
  *   is refused).  No entry is held in memory: peak RSS stays at a few
  *   MB whatever the archive.
