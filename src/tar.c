@@ -434,7 +434,7 @@ struct run {
 	struct archive *in;
 	/* gzip input is inflated here, so that every member is checked. */
 	z_stream z;
-	bool z_init, z_member_end, in_eof;
+	bool z_init, z_member_end, z_zeros, in_eof;
 	unsigned char *zbuf;		/* inflated bytes, IN_BLOCK */
 	uint64_t in_read;		/* bytes read from in_fd, first block included */
 	char rerr[256];			/* why the input could not be read */
@@ -658,32 +658,23 @@ static int gz_next_member(struct run *r)
 			return err;
 		if (!r->z.avail_in)
 			return 1;
-		if (*r->z.next_in == 0x1f && !r->z_member_end)
-			return 0;
-		if (*r->z.next_in == 0x1f) {
+		if (!r->z_zeros && *r->z.next_in == 0x1f) {
 			if (inflateReset(&r->z) != Z_OK)
 				return -ENOMEM;
 			r->z_member_end = false;
 			return 0;
 		}
-		if (*r->z.next_in != 0) {
-			snprintf(r->rerr, sizeof(r->rerr),
-				 "gzip: data that is not gzip at compressed offset %" PRIu64,
-				 gz_offset(r));
-			return -EIO;
-		}
-		/* Zeros: skip them; nothing but zeros may follow. */
 		while (r->z.avail_in && *r->z.next_in == 0) {
 			r->z.next_in++;
 			r->z.avail_in--;
 		}
 		if (r->z.avail_in) {
-			snprintf(r->rerr, sizeof(r->rerr),
-				 "gzip: data after the trailing zeros at compressed offset %" PRIu64,
-				 gz_offset(r));
+			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
+				 r->z_zeros ? "data after the trailing zeros" :
+				 "data that is not gzip", gz_offset(r));
 			return -EIO;
 		}
-		r->z_member_end = true;	/* stays at the end */
+		r->z_zeros = true;
 	}
 }
 
