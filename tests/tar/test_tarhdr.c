@@ -230,6 +230,24 @@ static void test_numbers(void **state)
 	assert_int_equal(th_num_get(f, 12, &v), -EBADMSG);
 }
 
+/* Checksums: the unsigned sum, or the signed one old writers made. */
+static void test_cksum(void **state)
+{
+	unsigned char h[BLK];
+	int sum = 0, i;
+
+	hdr(h, "caf\xc3\xa9-\xff", '0', 1, 2, 0, USTAR);
+	assert_true(th_cksum_ok(h));
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < BLK; i++)
+		sum += (signed char)h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	assert_true(th_cksum_ok(h));
+	h[0] = 'C';
+	assert_false(th_cksum_ok(h));
+}
+
 /* ---- exact bytes ---- */
 
 static void test_identity(void **state)
@@ -669,6 +687,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_cksum),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_shift_ustar),
 		cmocka_unit_test(test_ustar_overflow_roundtrip),
