@@ -50,9 +50,12 @@ if [ -z "${SHIFTIMG_BENCH_LOCKED:-}" ]; then
 	export SHIFTIMG_BENCH_LOCKED=1
 	exec flock "$LOCK" "$0" "$@"
 fi
-make -C "$build" -s shiftimg >/dev/null
+make -C "$build" -s shiftimg >/dev/null 2>&1 || { echo "bench: make failed" >&2; exit 1; }
 mkdir -p "$W"
 cd "$W"
+# A copy, so that a rebuild during the run changes nothing.
+cp "$S" shiftimg
+S=$W/shiftimg
 NPROC=$(nproc)
 
 # mk NAME MB: NAME.tar, NAME.tar.gz (gzip -6), NAME.tar.zst (zstd -3)
@@ -135,6 +138,7 @@ rss() { /usr/bin/time -f %M -o mem "$@" > /dev/null 2>&1 < /dev/null || {
 
 rm -f t.* out.* json.*
 rm -rf x.*
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 rounds "$RUNS" cat sh_stdio cat_sync sh_o sh_o_json
 rounds "$GZ_RUNS" gzip pigz sh_gz sh_gz_json
 rounds "$RUNS" zstd sh_zst
@@ -167,7 +171,8 @@ sz() { echo $(($(stat -c %s "$1") >> 20)); }
 printf 'input: %s MB tar (%s entries), %s MB tar.gz, %s MB tar.zst; %s cores; %s\n' \
 	"$(sz usr.tar)" "$(tar -tf usr.tar | wc -l)" "$(sz usr.tar.gz)" "$(sz usr.tar.zst)" \
 	"$NPROC" "$(uname -r)"
-printf 'medians of %s rounds (tar.gz: %s; extract-recreate: 1)\n\n' "$RUNS" "$GZ_RUNS"
+printf 'medians of %s rounds (tar.gz: %s; extract-recreate: 1); load average %s before, %s after\n\n' \
+	"$RUNS" "$GZ_RUNS" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  %-52s %7s %7s\n' "" "wall s" "cpu s"
 echo "uncompressed, page cache only (neither syncs):"
 row cat "cat IN > OUT"
