@@ -445,7 +445,7 @@ struct run {
 	EVP_MD_CTX *md_tar;		/* sha256 of the uncompressed output */
 	struct fdout out;
 	enum kcopy kcopy;
-	off_t in_size;			/* a regular input file's size, or -1 */
+	off_t in_size;			/* a regular input file's size (dry runs) */
 	struct gzpar *gz;
 	struct apipe pipe;
 	bool pipe_open;
@@ -540,8 +540,13 @@ static ssize_t kcopy(struct run *r, size_t k)
 		break;
 	}
 	c = read_some(r->in_fd, r->rbuf, k < IN_BLOCK ? k : IN_BLOCK);
-	if (c > 0 && fdout_write(&r->out, r->rbuf, (size_t)c) == 0)
-		c = fdout_flush(&r->out) ?: c;
+	if (c > 0) {
+		int err = fdout_write(&r->out, r->rbuf, (size_t)c);
+
+		err = err ?: fdout_flush(&r->out);
+		if (err)
+			c = err;
+	}
 	if (c < 0) {
 		errno = (int)-c;
 		return -1;
