@@ -1003,6 +1003,11 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 			r->th.pass = direct_pass;
 	}
 	err = th_stream(&r->th);
+	/* A write failure may surface in a read callback (which flushes). */
+	if (err && r->out.err)
+		return si_error(r->h, -r->out.err, "%s: writing the output at offset %llu: %s",
+				r->path, (unsigned long long)r->out.bytes,
+				strerror(-r->out.err));
 	if (err == -EIO && r->rerr[0] && r->th.err[0])
 		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err, r->rerr);
 	if (err == -EOVERFLOW && r->th.unmapped && out_fd == STDOUT_FILENO)
