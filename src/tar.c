@@ -2,13 +2,17 @@
 /*
  * The tar backend: tarballs and OCI layers, shifted as one stream.
  *
- * libarchive only detects and undoes the compression (format "raw"),
- * tarhdr.c rewrites the headers, and the result is compressed again the
- * same way: gzip by gzpar.c on all cores, the other filters by
- * libarchive on a thread of their own so that reading and compressing
- * overlap.  The output goes to a temporary file in the target's
- * directory, fsynced and renamed into place only when the whole stream
- * succeeded, so apply is atomic and decides --unmapped=fail itself.
+ * An uncompressed tar (its first block is a tar header) is read with
+ * read(2), and the file data between headers is copied by the kernel
+ * (copy_file_range, or splice when one side is a pipe): only headers
+ * pass through tarhdr.c, which rewrites them.  Anything else goes to
+ * libarchive, which only detects and undoes the compression (format
+ * "raw"); the result is compressed again the same way: gzip by gzpar.c
+ * on all cores, the other filters by libarchive on a thread of their
+ * own so that reading and compressing overlap.  The output goes to a
+ * temporary file in the target's directory, fsynced and renamed into
+ * place only when the whole stream succeeded, so apply is atomic and
+ * decides --unmapped=fail itself.
  *
  * What users see (for the manual):
  * - Compression: none, gzip, bzip2, xz, zstd, lz4, detected and kept.
@@ -33,7 +37,8 @@
  *   names=keep) gives the original bytes.
  * - The ids in the headers of pax (x, g) and GNU long-name (L, K)
  *   blocks themselves are left alone: they own nothing.
- * - Limits: a pax or long-name header may hold at most 1 MiB; after the
+ * - Limits: a pax or long-name header may hold at most 1 MiB, the
+ *   long-name headers of one entry 2 MiB together; after the
  *   end-of-archive blocks at most 1 MiB of zeros (anything else there
  *   is refused).  No entry is held in memory: peak RSS stays at a few
  *   MB whatever the archive.
@@ -54,14 +59,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "backend.h"
 #include "gzpar.h"
 #include "tarhdr.h"
 
-#define IN_BLOCK	(1u << 20)	/* libarchive read size */
-#define OUT_BUF		(1u << 20)	/* write(2) size */
+#define IN_BLOCK	(1u << 20)	/* read(2) size */
 #define PIPE_BUFS	4		/* buffers queued to a compressor thread */
 #define PIPE_BUF_SIZE	(256u << 10)
 #define PROGRESS_STEP	(64ull << 20)
@@ -96,10 +103,23 @@ static EVP_MD_CTX *digest_new(void)
 
 /* ---- the output file ---- */
 
+/*
+ * Pieces written out are gathered for one writev(2).  A piece inside
+ * [ref_lo, ref_hi) (the uncompressed input's read buffer, which is not
+ * refilled before a flush) is referenced where it is; other pieces are
+ * short-lived and copied to the staging buffer first, so that file
+ * data is copied by the kernel only, as cat does.
+ */
+#define OUT_STAGE	(256u << 10)
+#define OUT_IOV		512
+
 struct fdout {
 	int fd;
-	unsigned char *buf;
-	size_t len;
+	unsigned char *stage;
+	size_t staged;
+	struct iovec iov[OUT_IOV];
+	unsigned int niov;
+	const unsigned char *ref_lo, *ref_hi;
 	uint64_t bytes;
 	EVP_MD_CTX *md;		/* sha256 of what reaches the file */
 	bool flush_behind;	/* a file we fsync at the end */
@@ -127,52 +147,82 @@ static void flush_behind(struct fdout *o)
 	}
 }
 
-static int fdout_put(struct fdout *o, const unsigned char *p, size_t len)
+/* Counts bytes that reached the file by any route. */
+static void fdout_count(struct fdout *o, uint64_t n)
 {
-	size_t done = 0;
-
-	if (o->md && len)
-		EVP_DigestUpdate(o->md, p, len);
-	while (done < len) {
-		ssize_t n = write(o->fd, p + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return o->err = -errno;
-		done += (size_t)n;
-	}
-	o->bytes += len;
+	o->bytes += n;
 	if (o->flush_behind)
 		flush_behind(o);
-	return 0;
 }
 
+/* Writes the gathered pieces. */
 static int fdout_flush(struct fdout *o)
 {
-	int err = fdout_put(o, o->buf, o->len);
+	struct iovec *v = o->iov;
+	unsigned int n = o->niov;
+	uint64_t total = 0;
 
-	o->len = 0;
-	return err;
+	while (n && !o->err) {
+		ssize_t w = writev(o->fd, v, (int)n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			o->err = w < 0 ? -errno : -EIO;
+			break;
+		}
+		total += (uint64_t)w;
+		while (n && (size_t)w >= v->iov_len) {
+			w -= (ssize_t)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n) {
+			v->iov_base = (unsigned char *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
+	}
+	o->niov = 0;
+	o->staged = 0;
+	fdout_count(o, total);
+	return o->err;
+}
+
+static void fdout_add(struct fdout *o, const unsigned char *p, size_t len)
+{
+	struct iovec *last = o->niov ? &o->iov[o->niov - 1] : NULL;
+
+	if (last && (const unsigned char *)last->iov_base + last->iov_len == p) {
+		last->iov_len += len;
+		return;
+	}
+	o->iov[o->niov].iov_base = (void *)p;
+	o->iov[o->niov].iov_len = len;
+	o->niov++;
 }
 
 static int fdout_write(void *arg, const void *p, size_t len)
 {
 	struct fdout *o = arg;
 	const unsigned char *b = p;
+	bool ref = b >= o->ref_lo && b < o->ref_hi;
 
-	/* File data comes in large pieces: no need to copy those. */
-	if (!o->len && len >= OUT_BUF / 4)
-		return fdout_put(o, b, len);
-	while (len && !o->err) {
-		size_t k = OUT_BUF - o->len < len ? OUT_BUF - o->len : len;
-
-		memcpy(o->buf + o->len, b, k);
-		o->len += k;
-		b += k;
-		len -= k;
-		if (o->len == OUT_BUF && fdout_flush(o) < 0)
-			break;
+	if (o->err || !len)
+		return o->err;
+	if (o->md)
+		EVP_DigestUpdate(o->md, p, len);
+	if (o->niov == OUT_IOV || (!ref && o->staged + len > OUT_STAGE))
+		fdout_flush(o);
+	if (ref) {
+		fdout_add(o, b, len);
+	} else if (len > OUT_STAGE / 4) {
+		/* Large and short-lived: no point copying it first. */
+		fdout_add(o, b, len);
+		fdout_flush(o);
+	} else {
+		memcpy(o->stage + o->staged, b, len);
+		fdout_add(o, o->stage + o->staged, len);
+		o->staged += len;
 	}
 	return o->err;
 }
@@ -191,6 +241,7 @@ struct apipe {
 	unsigned int head, count;	/* queued: head .. head + count */
 	unsigned int cur;		/* being filled by the reader */
 	bool closing;
+	bool closed;		/* archive_write_close() succeeded */
 	int err;
 	char msg[256];
 };
@@ -287,6 +338,7 @@ static int apipe_close(struct apipe *p)
 			 archive_error_string(p->w) ?: "compression failed");
 		p->err = -EIO;
 	}
+	p->closed = !p->err;
 	return p->err;
 }
 
@@ -302,6 +354,12 @@ static void apipe_free(struct apipe *p)
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
 	}
+	/*
+	 * A failed run's compressor must not finish its stream on the way
+	 * out: libarchive's lz4 writer crashes doing so.
+	 */
+	if (p->w && !p->closed)
+		archive_write_fail(p->w);
 	if (p->w)
 		archive_write_free(p->w);
 	for (i = 0; i <= PIPE_BUFS; i++)
@@ -355,50 +413,150 @@ out_archive:
 
 /* ---- one run ---- */
 
+/* How file data of an uncompressed tar goes from input to output. */
+enum kcopy {
+	KCOPY_RANGE,		/* copy_file_range(2): two regular files */
+	KCOPY_SPLICE,		/* splice(2): one side is a pipe */
+	KCOPY_BUFFER,		/* read(2) and write(2) */
+};
+
 struct run {
 	struct shiftimg *h;
 	const char *path;		/* for messages */
+	int in_fd;
+	/* The first block, read to decide who decodes the input. */
+	unsigned char head[TH_BLOCK];
+	size_t head_len;
+	bool head_sent;
+	unsigned char *rbuf;		/* input buffer, IN_BLOCK bytes */
+	/* Uncompressed input is read here; the rest through libarchive. */
+	bool direct;
 	struct archive *in;
+	/* gzip input is inflated here, so that every member is checked. */
+	z_stream z;
+	bool z_init, z_member_end, z_zeros, in_eof;
+	unsigned char *zbuf;		/* inflated bytes, IN_BLOCK */
+	uint64_t in_read;		/* bytes read from in_fd, first block included */
+	char rerr[256];			/* why the input could not be read */
 	int code;			/* ARCHIVE_FILTER_* of the input */
 	int level;
-	bool digest, dry;
+	bool digest;
 	bool fsync_out;			/* the output is a file, fsynced */
 	EVP_MD_CTX *md_tar;		/* sha256 of the uncompressed output */
 	struct fdout out;
+	enum kcopy kcopy;
+	off_t in_size;			/* a regular input file's size (dry runs) */
 	struct gzpar *gz;
 	struct apipe pipe;
 	bool pipe_open;
 	uint64_t next_progress;
 	uint64_t in_total;
-	/* Uncompressed file input is read here, without libarchive. */
-	int in_fd;
-	bool direct;
-	unsigned char *rbuf;
 	struct th_ctx th;
 };
 
+static void run_progress(struct run *r, uint64_t done)
+{
+	if (r->th.in_bytes >= r->next_progress) {
+		si_progress(r->h, done, r->in_total);
+		r->next_progress = r->th.in_bytes + PROGRESS_STEP;
+	}
+}
+
+static ssize_t read_some(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do {
+		n = read(fd, buf, len);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+/* The first block, or less at the end of the input. */
+static ssize_t read_head(struct run *r)
+{
+	while (r->head_len < TH_BLOCK) {
+		ssize_t n = read_some(r->in_fd, r->head + r->head_len,
+				      TH_BLOCK - r->head_len);
+
+		if (n <= 0)
+			return n;
+		r->head_len += (size_t)n;
+	}
+	return 0;
+}
+
+/* Next input chunk for th_stream: the first block, then the fd. */
 static ssize_t direct_read(void *arg, const unsigned char **p)
 {
 	struct run *r = arg;
 	ssize_t n;
+	int err;
 
-	if (r->th.in_bytes >= r->next_progress) {
-		si_progress(r->h, r->th.in_bytes, r->in_total);
-		r->next_progress = r->th.in_bytes + PROGRESS_STEP;
+	run_progress(r, r->th.in_bytes);
+	if (!r->head_sent) {
+		r->head_sent = true;
+		*p = r->head;
+		return (ssize_t)r->head_len;
 	}
-	do {
-		n = read(r->in_fd, r->rbuf, IN_BLOCK);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
+	/* The gathered output may point into rbuf: write it first. */
+	err = fdout_flush(&r->out);
+	if (err)
+		return err;
+	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
 	*p = r->rbuf;
 	return n;
 }
 
+static bool kcopy_unsupported(int err)
+{
+	return err == EXDEV || err == EINVAL || err == ENOSYS ||
+	       err == EOPNOTSUPP || err == EBADF;
+}
+
 /*
- * File data of an uncompressed tar to an uncompressed file: let the
- * kernel copy it (copy_file_range), as cat does; through our buffer
- * when it cannot.
+ * Copies up to k bytes of file data by the cheapest route that works,
+ * trying the next one when the kernel refuses (a pipe, an O_APPEND
+ * output, another file system on an old kernel).
+ */
+static ssize_t kcopy(struct run *r, size_t k)
+{
+	ssize_t c;
+
+	switch (r->kcopy) {
+	case KCOPY_RANGE:
+		c = copy_file_range(r->in_fd, NULL, r->out.fd, NULL, k, 0);
+		if (c >= 0 || !kcopy_unsupported(errno))
+			return c;
+		r->kcopy = KCOPY_SPLICE;
+		/* fall through */
+	case KCOPY_SPLICE:
+		c = splice(r->in_fd, NULL, r->out.fd, NULL, k, SPLICE_F_MORE);
+		if (c >= 0 || !kcopy_unsupported(errno))
+			return c;
+		r->kcopy = KCOPY_BUFFER;
+		/* fall through */
+	case KCOPY_BUFFER:
+		break;
+	}
+	c = read_some(r->in_fd, r->rbuf, k < IN_BLOCK ? k : IN_BLOCK);
+	if (c > 0) {
+		int err = fdout_write(&r->out, r->rbuf, (size_t)c);
+
+		err = err ?: fdout_flush(&r->out);
+		if (err)
+			c = err;
+	}
+	if (c < 0) {
+		errno = (int)-c;
+		return -1;
+	}
+	return c;
+}
+
+/*
+ * File data of an uncompressed tar: the kernel copies it (th_stream
+ * calls this only when it holds no input of its own), as cat does.
  */
 static int direct_pass(void *arg, uint64_t n)
 {
@@ -408,27 +566,170 @@ static int direct_pass(void *arg, uint64_t n)
 
 	while (!err && n) {
 		size_t k = n < (1u << 30) ? (size_t)n : (1u << 30);
-		ssize_t c = copy_file_range(r->in_fd, NULL, o->fd, NULL, k, 0);
+		ssize_t c = kcopy(r, k);
 
 		if (c < 0 && errno == EINTR)
 			continue;
-		if (c < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-			      errno == EOPNOTSUPP || errno == EBADF)) {
-			c = read(r->in_fd, r->rbuf, k < IN_BLOCK ? k : IN_BLOCK);
-			if (c > 0)
-				err = fdout_put(o, r->rbuf, (size_t)c);
-		} else if (c > 0) {
-			o->bytes += (uint64_t)c;
-			if (o->flush_behind)
-				flush_behind(o);
-		}
 		if (c < 0)
 			return -errno;
 		if (c == 0)
 			return -ENODATA;
+		if (r->kcopy != KCOPY_BUFFER)
+			fdout_count(o, (uint64_t)c);
 		n -= (uint64_t)c;
 	}
 	return err;
+}
+
+/* File data when nothing is written (check pass, dry run): skipped. */
+static int direct_skip(void *arg, uint64_t n)
+{
+	struct run *r = arg;
+	off_t pos = lseek(r->in_fd, 0, SEEK_CUR);
+
+	if (pos < 0)
+		return -errno;
+	if ((uint64_t)r->in_size - (uint64_t)pos < n)
+		return -ENODATA;
+	if (lseek(r->in_fd, (off_t)n, SEEK_CUR) < 0)
+		return -errno;
+	return 0;
+}
+
+/* libarchive's input: the first block again, then the fd. */
+static la_ssize_t la_read(struct archive *a, void *arg, const void **p)
+{
+	struct run *r = arg;
+	ssize_t n;
+
+	if (!r->head_sent) {
+		r->head_sent = true;
+		*p = r->head;
+		return (la_ssize_t)r->head_len;
+	}
+	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
+	if (n < 0) {
+		archive_set_error(a, (int)-n, "read error: %s", strerror((int)-n));
+		return -1;
+	}
+	*p = r->rbuf;
+	return n;
+}
+
+/* Next compressed bytes: the first block, then the fd. */
+static int gz_fill(struct run *r)
+{
+	ssize_t n;
+
+	if (r->z.avail_in || r->in_eof)
+		return 0;
+	if (!r->head_sent) {
+		r->head_sent = true;
+		r->z.next_in = r->head;
+		r->z.avail_in = (uInt)r->head_len;
+		r->in_read = r->head_len;
+		return 0;
+	}
+	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
+	if (n < 0) {
+		snprintf(r->rerr, sizeof(r->rerr), "%s", strerror((int)-n));
+		return (int)n;
+	}
+	r->in_eof = n == 0;
+	r->z.next_in = r->rbuf;
+	r->z.avail_in = (uInt)n;
+	r->in_read += (uint64_t)n;
+	return 0;
+}
+
+/* Offset in the compressed input of the next byte zlib would take. */
+static uint64_t gz_offset(const struct run *r)
+{
+	return r->in_read - r->z.avail_in;
+}
+
+/*
+ * Between two members: another member, or zeros to the end (as gzip
+ * accepts); anything else is refused rather than dropped silently.
+ * Returns 1 at the end of the input.
+ */
+static int gz_next_member(struct run *r)
+{
+	int err;
+
+	for (;;) {
+		err = gz_fill(r);
+		if (err)
+			return err;
+		if (!r->z.avail_in)
+			return 1;
+		if (!r->z_zeros && *r->z.next_in == 0x1f) {
+			if (inflateReset(&r->z) != Z_OK)
+				return -ENOMEM;
+			r->z_member_end = false;
+			return 0;
+		}
+		while (r->z.avail_in && *r->z.next_in == 0) {
+			r->z.next_in++;
+			r->z.avail_in--;
+		}
+		if (r->z.avail_in) {
+			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
+				 r->z_zeros ? "data after the trailing zeros" :
+				 "data that is not gzip", gz_offset(r));
+			return -EIO;
+		}
+		r->z_zeros = true;
+	}
+}
+
+/* Inflated input for th_stream, every member's CRC-32 and size checked. */
+static ssize_t gz_read(void *arg, const unsigned char **p)
+{
+	struct run *r = arg;
+	int ret, err;
+
+	run_progress(r, gz_offset(r));
+	for (;;) {
+		if (r->z_member_end) {
+			err = gz_next_member(r);
+			if (err)
+				return err < 0 ? err : 0;
+		}
+		err = gz_fill(r);
+		if (err)
+			return err;
+		r->z.next_out = r->zbuf;
+		r->z.avail_out = IN_BLOCK;
+		ret = inflate(&r->z, Z_NO_FLUSH);
+		if (ret == Z_STREAM_END)
+			r->z_member_end = true;
+		else if (ret == Z_BUF_ERROR && r->in_eof)
+			ret = Z_DATA_ERROR;
+		if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
+			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
+				 r->z.msg ? r->z.msg : r->in_eof ? "unexpected end of stream" :
+				 "cannot inflate", gz_offset(r));
+			return -EIO;
+		}
+		if (r->z.avail_out < IN_BLOCK) {
+			*p = r->zbuf;
+			return (ssize_t)(IN_BLOCK - r->z.avail_out);
+		}
+	}
+}
+
+/* Sets up the gzip reader; the first block is still to be inflated. */
+static int gz_open(struct run *r)
+{
+	r->zbuf = malloc(IN_BLOCK);
+	if (!r->zbuf)
+		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	if (inflateInit2(&r->z, 15 + 16) != Z_OK)
+		return si_error(r->h, ENOMEM, "%s: cannot start zlib", r->path);
+	r->z_init = true;
+	r->code = ARCHIVE_FILTER_GZIP;
+	return 0;
 }
 
 static ssize_t run_read(void *arg, const unsigned char **p)
@@ -439,17 +740,17 @@ static ssize_t run_read(void *arg, const unsigned char **p)
 	la_int64_t off;
 	int ret;
 
-	if (r->th.in_bytes >= r->next_progress) {
-		si_progress(r->h, (uint64_t)archive_filter_bytes(r->in, -1), r->in_total);
-		r->next_progress = r->th.in_bytes + PROGRESS_STEP;
-	}
+	run_progress(r, (uint64_t)archive_filter_bytes(r->in, -1));
 	do {
 		ret = archive_read_data_block(r->in, &buf, &size, &off);
 	} while (ret == ARCHIVE_OK && size == 0);
 	if (ret == ARCHIVE_EOF)
 		return 0;
-	if (ret != ARCHIVE_OK && ret != ARCHIVE_WARN)
+	if (ret != ARCHIVE_OK && ret != ARCHIVE_WARN) {
+		snprintf(r->rerr, sizeof(r->rerr), "%s",
+			 archive_error_string(r->in) ?: "read error");
 		return -EIO;
+	}
 	*p = buf;
 	return (ssize_t)size;
 }
@@ -479,18 +780,53 @@ static void run_list(void *arg, const char *path, const char *what)
 	si_list(r->h, path, what);
 }
 
-/* Opens the decompressor on fd; r->code is the input's compression. */
+/* A tar header or an end-of-archive block, as the first block? */
+static bool head_is_tar(const struct run *r)
+{
+	size_t i;
+
+	if (r->head_len < TH_BLOCK)
+		return false;
+	for (i = 0; i < TH_BLOCK; i++)
+		if (r->head[i])
+			return th_cksum_ok(r->head);
+	return true;
+}
+
+/*
+ * Decides who decodes the input: an uncompressed tar (its first block
+ * is a tar header) is read directly, anything else goes to libarchive,
+ * which names the compression (r->code).
+ */
 static int open_input(struct run *r, int fd)
 {
 	struct archive_entry *e;
+	ssize_t n;
 	int ret;
 
+	r->in_fd = fd;
+	r->rbuf = malloc(IN_BLOCK);
+	if (!r->rbuf)
+		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	n = read_head(r);
+	if (n < 0)
+		return si_error(r->h, (int)-n, "%s: read error at offset 0: %s",
+				r->path, strerror((int)-n));
+	if (!r->head_len)
+		return si_error(r->h, EBADMSG, "%s: empty input", r->path);
+	if (head_is_tar(r)) {
+		r->direct = true;
+		r->code = ARCHIVE_FILTER_NONE;
+		return 0;
+	}
+	if (r->head_len >= 3 && !memcmp(r->head, "\x1f\x8b\x08", 3))
+		return gz_open(r);
 	r->in = archive_read_new();
 	if (!r->in)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	archive_read_support_filter_all(r->in);
 	archive_read_support_format_raw(r->in);
-	if (archive_read_open_fd(r->in, fd, IN_BLOCK) != ARCHIVE_OK)
+	if (archive_read_open(r->in, r, NULL, la_read, NULL) != ARCHIVE_OK)
 		goto out_err;
 	ret = archive_read_next_header(r->in, &e);
 	if (ret == ARCHIVE_EOF)
@@ -564,9 +900,13 @@ static int open_output(struct run *r, int fd)
 
 	r->out.fd = fd;
 	r->out.flush_behind = r->fsync_out;
-	r->out.buf = malloc(OUT_BUF);
-	if (!r->out.buf)
+	r->out.stage = malloc(OUT_STAGE);
+	if (!r->out.stage)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	if (r->direct) {
+		r->out.ref_lo = r->rbuf;
+		r->out.ref_hi = r->rbuf + IN_BLOCK;
+	}
 	if (r->digest) {
 		/* Uncompressed, the file is the tar: one digest serves both. */
 		if (r->code != ARCHIVE_FILTER_NONE)
@@ -584,8 +924,7 @@ static int open_output(struct run *r, int fd)
 		r->pipe_open = true;
 		if (err)
 			return si_error(r->h, -err, "%s: %s compressor: %s", r->path,
-					archive_filter_name(r->in, 0),
-					r->pipe.msg[0] ? r->pipe.msg : strerror(-err));
+					archive_filter_name(r->in, 0), r->pipe.msg[0] ? r->pipe.msg : strerror(-err));
 	}
 	return 0;
 }
@@ -613,9 +952,12 @@ static void run_free(struct run *r)
 		apipe_free(&r->pipe);
 	if (r->in)
 		archive_read_free(r->in);
+	if (r->z_init)
+		inflateEnd(&r->z);
+	free(r->zbuf);
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
-	free(r->out.buf);
+	free(r->out.stage);
 	free(r->rbuf);
 	th_ctx_free(&r->th);
 }
@@ -637,16 +979,18 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 	err = err ?: parse_options(r);
 	if (err)
 		return err;
-	if (r->code == ARCHIVE_FILTER_NONE && lseek(in_fd, 0, SEEK_SET) == 0) {
-		r->rbuf = malloc(IN_BLOCK);
-		if (!r->rbuf)
-			return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
-		r->in_fd = in_fd;
-		r->direct = true;
+	if (r->direct)
 		r->th.read = direct_read;
-	}
+	else if (r->z_init)
+		r->th.read = gz_read;
 	if (out_fd < 0) {
+		struct stat st;
+
 		r->th.write = null_write;
+		if (r->direct && fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode)) {
+			r->in_size = st.st_size;
+			r->th.pass = direct_skip;
+		}
 	} else {
 		r->th.write = run_write;
 		r->th.stop_on_unmapped = r->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL;
@@ -654,13 +998,18 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 		err = open_output(r, out_fd);
 		if (err)
 			return err;
+		/* The digests need every byte here; otherwise the kernel copies. */
 		if (r->direct && !r->digest)
 			r->th.pass = direct_pass;
 	}
 	err = th_stream(&r->th);
-	if (err == -EIO && archive_error_string(r->in) && r->th.err[0])
-		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err,
-				archive_error_string(r->in) ?: "read error");
+	/* A write failure may surface in a read callback (which flushes). */
+	if (err && r->out.err)
+		return si_error(r->h, -r->out.err, "%s: writing the output at offset %llu: %s",
+				r->path, (unsigned long long)r->out.bytes,
+				strerror(-r->out.err));
+	if (err == -EIO && r->rerr[0] && r->th.err[0])
+		return si_error(r->h, EIO, "%s: %s (%s)", r->path, r->th.err, r->rerr);
 	if (err == -EOVERFLOW && r->th.unmapped && out_fd == STDOUT_FILENO)
 		return si_error(r->h, ERANGE,
 				"%s: %llu entries hold ids the map does not cover; the output stops before the first of them (see --unmapped)",
@@ -823,9 +1172,11 @@ static bool compressed_magic(int fd)
 }
 
 /*
- * Is the first block (after any decompression) a tar header?  A
- * compressed file that cannot be read that far is ours too, so that
- * the error says what is wrong with it.
+ * Is the first block (after any decompression) a tar header?  A file
+ * in one of the compressions we handle is ours whatever it holds, so
+ * that the error says what is wrong with it (a damaged stream, no tar
+ * inside); libarchive names the other compressions, which the shift
+ * then refuses by name.
  */
 static bool tar_probe(const struct si_target *t)
 {
@@ -840,6 +1191,8 @@ static bool tar_probe(const struct si_target *t)
 		return true;
 	if (!S_ISREG(t->st.st_mode))
 		return false;
+	if (compressed_magic(t->fd))
+		return true;
 	s = calloc(1, sizeof(*s));
 	a = archive_read_new();
 	if (!s || !a)
@@ -848,13 +1201,9 @@ static bool tar_probe(const struct si_target *t)
 	archive_read_support_filter_all(a);
 	archive_read_support_format_raw(a);
 	if (archive_read_open(a, s, NULL, probe_read, NULL) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
-		ok = compressed_magic(t->fd);
+	    archive_read_next_header(a, &e) != ARCHIVE_OK)
 		goto out;
-	}
 	n = archive_read_data(a, blk, sizeof(blk));
-	if (n < 0)
-		ok = compressed_magic(t->fd);
 	if (n == TH_BLOCK) {
 		size_t i;
 		bool zero = true;

@@ -27,6 +27,13 @@
 #define TH_META_MAX	(1u << 20)
 
 /*
+ * The long-name (L, K) headers pending for one entry, together: a later
+ * one overrides an earlier one, but all are kept to be copied, so a
+ * run of them must not grow without bound.
+ */
+#define TH_PENDING_MAX	(2 * TH_META_MAX + 4 * TH_BLOCK)
+
+/*
  * Bytes accepted after the end-of-archive blocks (blocking-factor
  * padding, copied verbatim).  More is refused: a stream of zeros there
  * is how a decompression bomb would look.

@@ -230,6 +230,24 @@ static void test_numbers(void **state)
 	assert_int_equal(th_num_get(f, 12, &v), -EBADMSG);
 }
 
+/* Checksums: the unsigned sum, or the signed one old writers made. */
+static void test_cksum(void **state)
+{
+	unsigned char h[BLK];
+	int sum = 0, i;
+
+	hdr(h, "caf\xc3\xa9-\xff", '0', 1, 2, 0, USTAR);
+	assert_true(th_cksum_ok(h));
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < BLK; i++)
+		sum += (signed char)h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	assert_true(th_cksum_ok(h));
+	h[0] = 'C';
+	assert_false(th_cksum_ok(h));
+}
+
 /* ---- exact bytes ---- */
 
 static void test_identity(void **state)
@@ -377,6 +395,67 @@ static void test_pax_records(void **state)
 	th_buf_free(&m.out);
 	th_buf_free(&recs);
 	th_buf_free(&b64);
+}
+
+/* A global pax header: its ids are shifted and it stays where it was. */
+static void test_global(void **state)
+{
+	struct arc a = { .len = 0 };
+	const char *recs = "12 uid=1000\n12 gid=2000\n";
+	char *g;
+	struct mem m;
+
+	set_map(100000);
+	hdr(blk(&a), "GlobalHead", 'g', 0, 0, strlen(recs), USTAR);
+	data(&a, recs, strlen(recs));
+	hdr(blk(&a), "f", '0', 1000, 2000, 0, USTAR);
+	end(&a);
+	assert_int_equal(run(&m, a.b, a.len, NULL), 0);
+	assert_int_equal(m.out.p[156], 'g');
+	assert_true(th_cksum_ok(m.out.p));
+	g = strndup((const char *)m.out.p + BLK, field(m.out.p + 124, 12));
+	assert_string_equal(g, "14 uid=101000\n14 gid=102000\n");
+	free(g);
+	/* the global header's own ids own nothing: left alone */
+	assert_int_equal(field(m.out.p + 108, 8), 0);
+	assert_int_equal(field(m.out.p + 2 * BLK + 108, 8), 101000);
+	assert_int_equal(field(m.out.p + 2 * BLK + 116, 8), 102000);
+	th_buf_free(&m.out);
+}
+
+/* LIBARCHIVE.xattr names may be URL-encoded: decoded to find the kind. */
+static void test_lxattr_urlname(void **state)
+{
+	static const unsigned char cap3[24] = {
+		0, 0, 0, 3, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0xe8, 3, 0, 0 };
+	struct arc a = { .len = 0 };
+	struct th_buf b64 = { 0 }, raw = { 0 };
+	char line[256], *out, *v;
+	const char *key = "LIBARCHIVE.xattr.security%2Ecapability=";
+	struct mem m;
+
+	set_map(100000);
+	th_b64_encode(cap3, sizeof(cap3), true, &b64);
+	snprintf(line, sizeof(line), "%zu %s%.*s\n",
+		 strlen(key) + b64.len + 4, key, (int)b64.len, (const char *)b64.p);
+	pax(&a, line, 'x');
+	hdr(blk(&a), "f", '0', 0, 0, 0, USTAR);
+	end(&a);
+	assert_int_equal(run(&m, a.b, a.len, NULL), 0);
+	out = strndup((const char *)m.out.p + BLK, field(m.out.p + 124, 12));
+	v = strstr(out, key);
+	assert_non_null(v);
+	v += strlen(key);
+	assert_int_equal(th_b64_decode(v, strcspn(v, "\n"), &raw), 0);
+	assert_int_equal(raw.len, sizeof(cap3));
+	/* the v3 rootid 1000 became 101000 (0x18aa8) */
+	assert_int_equal(raw.p[20] | raw.p[21] << 8 | raw.p[22] << 16, 101000);
+	assert_int_equal(tally.st.caps, 1);
+	free(out);
+	th_buf_free(&raw);
+	th_buf_free(&b64);
+	th_buf_free(&m.out);
 }
 
 static void test_acl_text(void **state)
@@ -608,11 +687,14 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_cksum),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_shift_ustar),
 		cmocka_unit_test(test_ustar_overflow_roundtrip),
 		cmocka_unit_test(test_gnu_base256),
 		cmocka_unit_test(test_pax_records),
+		cmocka_unit_test(test_global),
+		cmocka_unit_test(test_lxattr_urlname),
 		cmocka_unit_test(test_acl_text),
 		cmocka_unit_test(test_gnu_sparse),
 		cmocka_unit_test(test_star),
