@@ -1328,7 +1328,7 @@ static bool block_next(struct block_rec *b, size_t *start, size_t *n,
 	uint64_t gap, len;
 
 	if (!get_varint(b->p, b->len, &b->at, &gap) ||
-	    !get_varint(b->p, b->len, &b->at, &len) ||
+	    !get_varint(b->p, b->len, &b->at, &len) || !len ||
 	    gap > b->wlen - b->end || len > b->wlen - b->end - gap ||
 	    2 * len > b->len - b->at)
 		return false;
@@ -1381,6 +1381,8 @@ static int block_undo(int fd, const unsigned char *r, unsigned char **buf,
 	}
 	if (err)
 		return err;
+	if (b.at != b.len)
+		return -EBADMSG;	/* bytes past its last range */
 	si_fault(SI_FAULT_WRITE);
 	if (pwrite(fd, *buf, b.wlen, (off_t)b.off) != (ssize_t)b.wlen)
 		return errno ? -errno : -EIO;
@@ -1900,6 +1902,8 @@ static int block_side(const unsigned char *r, const unsigned char *img)
 		for (int k = 0; k < 2; k++)
 			same[k] = same[k] && !memcmp(img + start, v[k], n);
 	}
+	if (b.at != b.len)
+		return 2;
 	return same[1] ? 1 : same[0] ? 0 : 2;
 }
 
