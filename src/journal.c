@@ -52,7 +52,7 @@
 #define BUF_MAX		(64u << 20)	/* ext4: journal bytes kept before a write(2) */
 #define BATCH_BYTES	(32u << 20)	/* ext4: queued in-place bytes per commit */
 #define BATCH_RECS	4096		/* ext4: queued writes per commit */
-#define DIRECT_MIN	(256u << 10)	/* ext4: a write this large is not queued */
+#define LARGE_MIN	(256u << 10)	/* ext4: a write this large ends its batch */
 #define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */
 #define RANGE_GAP	2		/* unchanged bytes merged into a range */
 #define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
@@ -61,11 +61,37 @@ enum { J_TREE = 1, J_EXT4 = 2 };
 enum { REC_TREE = 1, REC_BLOCK = 2, REC_COMMIT = 3 };
 #define HDR_REVERSE	(1u << 0)
 
-/* One in-place write waiting for its batch to be committed. */
+/* One in-place write waiting for its batch to be committed and synced. */
 struct pending {
 	uint64_t blk;
 	unsigned int count;
 	size_t at;			/* its new bytes, in the arena */
+};
+
+/* ext4: a batch of writes, whose records go out with one commit. */
+struct batch {
+	struct pending *q;
+	size_t nr, cap;
+	/*
+	 * The new bytes of its writes, back to back.  Kept from one batch
+	 * to the next: fresh memory for every batch would cost more in
+	 * page faults than the copy itself.
+	 */
+	unsigned char *arena;
+	size_t bytes, arena_cap;
+};
+
+/*
+ * The thread that syncs the journal for an ext4 run, so that a batch's
+ * fdatasync(2) runs while the backend reads and shifts its next run.
+ */
+struct syncer {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool running, stop;
+	off_t want, done;		/* journal bytes asked to be and synced */
+	int err;			/* errno of a failed sync */
 };
 
 struct si_journal {
@@ -93,16 +119,14 @@ struct si_journal {
 	si_journal_write_fn *backend_fn; /* the backend's own write, then */
 	void *backend_arg;
 	si_journal_read_fn *read_fn;	/* reads what blocks hold now */
-	unsigned char *chunk;		/* old bytes, read a chunk at a time */
-	struct pending *q;
-	size_t nr_q, cap_q, q_bytes;
 	/*
-	 * The new bytes of the queued writes, back to back.  Kept from one
-	 * batch to the next: fresh memory for every batch would cost more
-	 * in page faults than the copy itself.
+	 * The batch of writes: open while its records are made; then in
+	 * flight, committed with its sync under way, until the next write
+	 * or a flush waits for the sync and issues its writes.
 	 */
-	unsigned char *arena;
-	size_t arena_cap;
+	struct batch b;
+	bool in_flight;
+	struct syncer sync;
 
 	char *stamp_old;		/* the stamp before the run */
 	char stamp_new[64 + 32];	/* "" when the run removes it */
@@ -319,11 +343,10 @@ static int sync_dir(struct shiftimg *h, const char *path)
 	return err;
 }
 
-/* Makes everything recorded so far durable. */
-static int commit(struct si_journal *j, bool plan)
+/* Ends a batch: a commit record after its records, all written out. */
+static int put_commit(struct si_journal *j, bool plan)
 {
 	unsigned char *p;
-	int err;
 
 	if (j->failed)
 		return -EIO;
@@ -333,16 +356,18 @@ static int commit(struct si_journal *j, bool plan)
 	put64(p, j->nrec);
 	put32(p + 8, plan);
 	rec_end(j, 12);
-	err = write_out(j);
-	if (err)
-		return err;
-	si_fault(SI_FAULT_SYNC);
-	if (fdatasync(j->fd) < 0) {
+	return write_out(j);
+}
+
+/* A sync of the journal up to synced is done (or failed with err). */
+static int synced(struct si_journal *j, off_t to, int err)
+{
+	if (err) {
 		j->failed = true;
-		return si_error(j->h, errno, "%s: syncing the journal: %s",
-				j->path, strerror(errno));
+		return si_error(j->h, err, "%s: syncing the journal: %s", j->path,
+				strerror(err));
 	}
-	j->synced = j->written;
+	j->synced = to;
 	if (!j->dir_synced) {
 		err = sync_dir(j->h, j->path);
 		if (err)
@@ -350,6 +375,105 @@ static int commit(struct si_journal *j, bool plan)
 		j->dir_synced = true;
 	}
 	return 0;
+}
+
+/* Makes everything recorded so far durable. */
+static int commit(struct si_journal *j, bool plan)
+{
+	int err = put_commit(j, plan);
+
+	if (err)
+		return err;
+	si_fault(SI_FAULT_SYNC);
+	return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
+}
+
+static void *syncer_main(void *arg)
+{
+	struct si_journal *j = arg;
+	struct syncer *s = &j->sync;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		off_t want;
+		int err;
+
+		while (!s->stop && s->done == s->want)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->stop)
+			break;
+		want = s->want;
+		pthread_mutex_unlock(&s->lock);
+		err = fdatasync(j->fd) < 0 ? errno : 0;
+		pthread_mutex_lock(&s->lock);
+		if (err && !s->err)
+			s->err = err;
+		s->done = want;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/*
+ * Starts the sync of everything written to the journal so far; without
+ * a thread for it, syncs it here.
+ */
+static int sync_start(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+
+	si_fault(SI_FAULT_SYNC);
+	if (!s->running) {
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_cond_init(&s->cond, NULL);
+		s->want = s->done = j->synced;
+		s->running = !pthread_create(&s->thread, NULL, syncer_main, j);
+		if (!s->running) {
+			pthread_cond_destroy(&s->cond);
+			pthread_mutex_destroy(&s->lock);
+			return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	s->want = j->written;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Waits for the sync sync_start() began. */
+static int sync_wait(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+	off_t done;
+	int err;
+
+	if (!s->running)
+		return 0;	/* synced in sync_start() */
+	pthread_mutex_lock(&s->lock);
+	while (s->done != s->want)
+		pthread_cond_wait(&s->cond, &s->lock);
+	done = s->done;
+	err = s->err;
+	pthread_mutex_unlock(&s->lock);
+	return synced(j, done, err);
+}
+
+static void sync_stop(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	s->running = false;
 }
 
 /* ---- the header ---- */
@@ -887,10 +1011,6 @@ void si_journal_io_attach(struct si_journal *j, unsigned int bsz,
 			  si_journal_write_fn *write, si_journal_read_fn *read,
 			  void *arg)
 {
-	if (j->bsz != bsz) {
-		free(j->chunk);
-		j->chunk = NULL;
-	}
 	j->bsz = bsz;
 	j->write_fn = write;
 	j->read_fn = read;
@@ -988,12 +1108,34 @@ static inline unsigned char *put_v(unsigned char *p, uint64_t v)
 	return p + put_varint(p, v);
 }
 
+/* Copies exactly n bytes, in fixed-size moves when n is at most 16. */
+static inline void copy_exact(unsigned char *d, const unsigned char *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		memcpy(d, s, 8);
+		memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(d, s, 4);
+		memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n >= 2 && n < 4) {
+		memcpy(d, s, 2);
+		memcpy(d + n - 2, s + n - 2, 2);
+	} else {
+		memcpy(d, s, n);
+	}
+}
+
 /*
- * Appends one range, at byte at of the write (start within this slice
- * of len bytes): the gap since the previous range, its length, its old
- * and its new bytes.  Space for RANGES_MAX(len) was reserved.
+ * Appends one range, at byte base + start of the write: the gap since
+ * the previous range, its length, its old and its new bytes; then puts
+ * the new bytes over the old ones in buf, which becomes the new
+ * contents that way, with no copy of the bytes that do not change.
+ * Only the range's own bytes of buf change: the old bytes of the ranges
+ * after it are still to be recorded.  Space for RANGES_MAX() of the
+ * slice was reserved; buf can be read up to len.
  */
-static inline void put_range(struct ranges *r, const unsigned char *old,
+static inline __attribute__((always_inline)) void
+put_range(struct ranges *r, unsigned char *buf,
 			     const unsigned char *new, size_t base, size_t start,
 			     size_t end, size_t len)
 {
@@ -1002,27 +1144,31 @@ static inline void put_range(struct ranges *r, const unsigned char *old,
 
 	p = put_v(p, n);
 	if (n <= 16 && start + 16 <= len) {
-		/* Most ranges are a few bytes: two fixed copies, no call. */
-		memcpy(p, old + start, 16);
+		/* Most ranges are a few bytes: fixed copies, no call. */
+		memcpy(p, buf + start, 16);
 		memcpy(p + n, new + start, 16);
 	} else {
-		memcpy(p, old + start, n);
+		memcpy(p, buf + start, n);
 		memcpy(p + n, new + start, n);
 	}
+	copy_exact(buf + start, new + start, n);
 	r->p = p + 2 * n;
 	r->end = base + end;
 	r->nr++;
 }
 
 /*
- * Encodes where old and new differ, in one pass over the len bytes at
- * byte base of the write; an unchanged stretch shorter than RANGE_GAP
- * is taken into the range around it (it costs no more than a range of
- * its own).  A range never spans two slices.
+ * Encodes where buf (the old bytes) and new differ, in one pass over
+ * the len bytes at byte base of the write, and leaves buf equal to new;
+ * an unchanged stretch shorter than RANGE_GAP is taken into the range
+ * around it (it costs no more than a range of its own).  A range never
+ * spans two slices.
  */
-static void put_ranges(struct ranges *r, const unsigned char *old,
+static void put_ranges(struct ranges *r, unsigned char *buf,
 		       const unsigned char *new, size_t base, size_t len)
 {
+	const unsigned char *old = buf;
+
 	size_t c, start = 0, end = 0;
 	bool open = false;
 
@@ -1047,7 +1193,7 @@ static void put_ranges(struct ranges *r, const unsigned char *old,
 				end = at + run;
 			} else {
 				if (open)
-					put_range(r, old, new, base, start, end, len);
+					put_range(r, buf, new, base, start, end, len);
 				start = at;
 				end = at + run;
 				open = true;
@@ -1056,7 +1202,7 @@ static void put_ranges(struct ranges *r, const unsigned char *old,
 		}
 	}
 	if (open)
-		put_range(r, old, new, base, start, end, len);
+		put_range(r, buf, new, base, start, end, len);
 }
 
 /* Writes per commit; SHIFTIMG_JOURNAL_BATCH makes batches small for tests. */
@@ -1072,15 +1218,15 @@ static size_t batch_recs(void)
 	return n;
 }
 
-/* Writes of this size and more are not queued; SHIFTIMG_JOURNAL_DIRECT for tests. */
-static size_t direct_min(void)
+/* Writes of this size and more end a batch; SHIFTIMG_JOURNAL_LARGE for tests. */
+static size_t large_min(void)
 {
 	static size_t n;
 	const char *s;
 
 	if (!n) {
-		s = getenv("SHIFTIMG_JOURNAL_DIRECT");
-		n = s && atoi(s) > 0 ? (size_t)atoi(s) : DIRECT_MIN;
+		s = getenv("SHIFTIMG_JOURNAL_LARGE");
+		n = s && atoi(s) > 0 ? (size_t)atoi(s) : LARGE_MIN;
 	}
 	return n;
 }
@@ -1104,78 +1250,94 @@ static int issue(struct si_journal *j, uint64_t blk, unsigned int count,
 	return err;
 }
 
-/* Issues the queued writes of a committed batch. */
-static int drain(struct si_journal *j)
+/* Issues the writes of a batch whose commit is synced. */
+static int drain(struct si_journal *j, struct batch *b)
 {
 	int err = 0;
 
-	for (size_t i = 0; i < j->nr_q && !err; i++)
-		err = issue(j, j->q[i].blk, j->q[i].count, j->arena + j->q[i].at);
-	j->nr_q = 0;
-	j->q_bytes = 0;
+	for (size_t i = 0; i < b->nr && !err; i++)
+		err = issue(j, b->q[i].blk, b->q[i].count, b->arena + b->q[i].at);
+	b->nr = 0;
+	b->bytes = 0;
 	return err;
 }
 
-static int commit_and_drain(struct si_journal *j)
+/*
+ * Commits the batch: its records and a commit record go out in one
+ * write(2), and their sync is started; the batch is then in flight.
+ */
+static int commit_batch(struct si_journal *j)
 {
 	int err;
 
-	if (!j->nr_q && !j->len)
+	if (!j->b.nr && !j->len)
 		return 0;
-	err = commit(j, false);
+	err = put_commit(j, false);
+	if (!err)
+		err = sync_start(j);
 	if (err)
 		return err;
 	j->changed = true;
-	return drain(j);
-}
-
-/* Queues a copy of a write's new bytes in the arena. */
-static int enqueue(struct si_journal *j, uint64_t blk, unsigned int count,
-		   const void *new, size_t len)
-{
-	if (j->nr_q == j->cap_q) {
-		size_t cap = j->cap_q ? j->cap_q * 2 : 256;
-		struct pending *q = realloc(j->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		j->q = q;
-		j->cap_q = cap;
-	}
-	if (j->q_bytes + len > j->arena_cap) {
-		size_t cap = j->arena_cap ? j->arena_cap : 1u << 20;
-		unsigned char *a;
-
-		while (cap < j->q_bytes + len)
-			cap *= 2;
-		a = realloc(j->arena, cap);
-		if (!a)
-			return -ENOMEM;
-		j->arena = a;
-		j->arena_cap = cap;
-	}
-	memcpy(j->arena + j->q_bytes, new, len);
-	j->q[j->nr_q++] = (struct pending){ blk, count, j->q_bytes };
-	j->q_bytes += len;
+	j->in_flight = true;
 	return 0;
 }
 
+/* Waits for the sync of the batch in flight, and issues its writes. */
+static int land(struct si_journal *j)
+{
+	int err;
+
+	if (!j->in_flight)
+		return 0;
+	j->in_flight = false;
+	err = sync_wait(j);
+	return err ? err : drain(j, &j->b);
+}
+
+/* Room for a write's len bytes at the end of the batch's arena. */
+static unsigned char *arena_slot(struct si_journal *j, size_t len)
+{
+	struct batch *b = &j->b;
+
+	if (b->nr == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		struct pending *q = realloc(b->q, cap * sizeof(*q));
+
+		if (!q)
+			return NULL;
+		b->q = q;
+		b->cap = cap;
+	}
+	if (b->bytes + len > b->arena_cap) {
+		size_t cap = b->arena_cap ? b->arena_cap : 2u << 20;
+		unsigned char *a;
+
+		while (cap < b->bytes + len)
+			cap *= 2;
+		a = big_alloc(&cap);
+		if (!a)
+			return NULL;
+		memcpy(a, b->arena, b->bytes);
+		free(b->arena);
+		b->arena = a;
+		b->arena_cap = cap;
+	}
+	return b->arena + b->bytes;
+}
+
 /*
- * Encodes the ranges of a write a slice at a time: with old NULL, its
- * old bytes are read a slice at a time into one small buffer, which
- * stays in the cache, rather than into a copy of the whole write.
+ * Encodes the ranges of a write a slice at a time, its old bytes read
+ * (old NULL) or copied into dst, a slice at a time so that they are
+ * still in the cache when compared; dst is left holding the new bytes.
  */
 static int put_write(struct si_journal *j, struct ranges *r, uint64_t blk,
 		     unsigned int count, const unsigned char *old,
-		     const unsigned char *new)
+		     const unsigned char *new, unsigned char *dst)
 {
 	unsigned int per = CHUNK / j->bsz ? CHUNK / j->bsz : 1;
 	size_t head = (size_t)(r->p - (j->buf + j->len));
-	size_t size = (size_t)per * j->bsz;
 	int err = 0;
 
-	if (!old && !j->chunk && !(j->chunk = big_alloc(&size)))
-		return -ENOMEM;
 	for (unsigned int b = 0; b < count && !err; b += per) {
 		unsigned int n = count - b < per ? count - b : per;
 		size_t at = (size_t)b * j->bsz, len = (size_t)n * j->bsz;
@@ -1183,21 +1345,24 @@ static int put_write(struct si_journal *j, struct ranges *r, uint64_t blk,
 		if (reserve(j, head + RANGES_MAX(len) + R_TAIL) < 0)
 			return -ENOMEM;
 		r->p = j->buf + j->len + head;
-		if (!old)
-			err = j->read_fn(j->write_arg, blk + b, n, j->chunk);
+		if (old)
+			memcpy(dst + at, old + at, len);
+		else
+			err = j->read_fn(j->write_arg, blk + b, n, dst + at);
 		if (!err)
-			put_ranges(r, old ? old + at : j->chunk, new + at, at, len);
+			put_ranges(r, dst + at, new + at, at, len);
 		head = (size_t)(r->p - (j->buf + j->len));
 	}
 	return err;
 }
 
 /*
- * Encodes the block record of a write (old NULL: read it); 1 if it was
- * recorded, 0 if nothing changes, or -errno.
+ * Encodes the block record of a write (old NULL: read it), leaving its
+ * new bytes in dst; 1 if it was recorded, 0 if nothing changes, or
+ * -errno.
  */
 static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
-			 const void *old, const void *new)
+			 const void *old, const void *new, unsigned char *dst)
 {
 	struct ranges r = { 0 };
 	size_t len = (size_t)count * j->bsz, plen;
@@ -1207,7 +1372,7 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 	if (!p)
 		return -ENOMEM;
 	r.p = p + 16;
-	err = put_write(j, &r, blk, count, old, new);
+	err = put_write(j, &r, blk, count, old, new, dst);
 	if (err || !r.nr)
 		return err;
 	p = j->buf + j->len;
@@ -1221,21 +1386,27 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 }
 
 /*
- * Records a write (old NULL: the old bytes are read here).  A large one
- * (an inode-table run) is committed at once, together with the small
- * writes queued before it, and issued from the caller's buffer: holding
- * a copy of it for a larger batch costs more than the sync it saves.  A
- * small one is copied and queued until BATCH_BYTES or BATCH_RECS are
- * queued.  The journal's bytes go out in one write(2) per commit, then
- * one fdatasync(2).
+ * Records a write (old NULL: the old bytes are read here) and queues
+ * it, its new bytes in the arena.  A large one (an inode-table run)
+ * ends its batch, which is committed at once: its sync runs while the
+ * backend reads and shifts its next run, and the next write waits for
+ * it and issues the batch.  Small ones are queued until BATCH_BYTES or
+ * BATCH_RECS are.  The journal's bytes go out in one write(2) per
+ * commit, synced with one fdatasync(2).
  */
 static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 			 const void *old, const void *new)
 {
 	size_t len = (size_t)count * j->bsz;
-	int ret, err;
+	struct batch *b = &j->b;
+	unsigned char *dst;
+	int ret = land(j);
 
-	ret = put_block_rec(j, blk, count, old, new);
+	if (ret)
+		return ret;
+	dst = arena_slot(j, len);
+	ret = dst ? put_block_rec(j, blk, count, old, new, dst) : -ENOMEM;
+
 	if (ret == 0)
 		return 0;	/* nothing changes: nothing to write either */
 	if (ret < 0) {
@@ -1246,16 +1417,11 @@ static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 		j->failed = true;
 		return si_error(j->h, ENOMEM, "out of memory");
 	}
-	if (len >= direct_min()) {
-		err = commit_and_drain(j);
-		return err ? err : issue(j, blk, count, new);
-	}
-	if (enqueue(j, blk, count, new, len) < 0) {
-		j->failed = true;
-		return si_error(j->h, ENOMEM, "out of memory");
-	}
-	if (j->q_bytes >= BATCH_BYTES || j->nr_q >= batch_recs())
-		return commit_and_drain(j);
+	/* Queued: its new bytes are in the arena already. */
+	b->q[b->nr++] = (struct pending){ blk, count, b->bytes };
+	b->bytes += len;
+	if (len >= large_min() || b->bytes >= BATCH_BYTES || b->nr >= batch_recs())
+		return commit_batch(j);
 	return j->len >= BUF_MAX ? write_out(j) : 0;
 }
 
@@ -1276,27 +1442,42 @@ int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
 
 int si_journal_flush(struct si_journal *j)
 {
-	return j ? commit_and_drain(j) : 0;
+	int err;
+
+	if (!j)
+		return 0;
+	err = land(j);
+	if (!err)
+		err = commit_batch(j);
+	return err ? err : land(j);
 }
 
 void si_journal_io_synced(struct si_journal *j)
 {
-	if (!j->nr_q)
+	if (!j->in_flight && !j->b.nr)
 		j->target_dirty = false;
+}
+
+/* The newest version of block blk queued in batch b, if any. */
+static const unsigned char *peek_batch(const struct si_journal *j,
+				       const struct batch *b, uint64_t blk)
+{
+	for (size_t i = b->nr; i-- > 0;) {
+		const struct pending *q = &b->q[i];
+
+		if (blk >= q->blk && blk < q->blk + q->count)
+			return b->arena + q->at + (size_t)(blk - q->blk) * j->bsz;
+	}
+	return NULL;
 }
 
 bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf)
 {
-	for (size_t i = j->nr_q; i-- > 0;) {
-		const struct pending *q = &j->q[i];
+	const unsigned char *p = peek_batch(j, &j->b, blk);
 
-		if (blk >= q->blk && blk < q->blk + q->count) {
-			memcpy(buf, j->arena + q->at + (size_t)(blk - q->blk) * j->bsz,
-			       j->bsz);
-			return true;
-		}
-	}
-	return false;
+	if (p)
+		memcpy(buf, p, j->bsz);
+	return p != NULL;
 }
 
 /* A decoded block record: the ranges follow at p[at], below p[len]. */
@@ -1647,9 +1828,9 @@ static void journal_free(struct si_journal *j)
 	if (active == j)
 		active = NULL;
 	si_fault_on_crash(NULL, NULL);
-	free(j->q);
-	free(j->arena);
-	free(j->chunk);
+	sync_stop(j);
+	free(j->b.q);
+	free(j->b.arena);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);
@@ -1763,8 +1944,8 @@ int si_journal_end(struct si_journal *j, int err)
 	if (!j)
 		return err;
 	h = j->h;
-	if (!err && j->nr_q)
-		err = commit_and_drain(j);
+	if (!err && j->kind == J_EXT4)
+		err = si_journal_flush(j);
 	if (err) {
 		if (j->changed && !j->failed)
 			snprintf(h->notice, sizeof(h->notice),
