@@ -73,9 +73,10 @@ struct batch {
 	struct pending *q;
 	size_t nr, cap;
 	/*
-	 * The new bytes of its writes, back to back.  Kept from one batch
-	 * to the next: fresh memory for every batch would cost more in
-	 * page faults than the copy itself.
+	 * Its writes as they will be issued, back to back: each write's
+	 * old bytes read in and its changed ranges put over them.  Kept
+	 * from one batch to the next, since fresh memory costs a page
+	 * fault a page.
 	 */
 	unsigned char *arena;
 	size_t bytes, arena_cap;
@@ -359,7 +360,7 @@ static int put_commit(struct si_journal *j, bool plan)
 	return write_out(j);
 }
 
-/* A sync of the journal up to synced is done (or failed with err). */
+/* A sync of the journal's first to bytes is done (or failed with err). */
 static int synced(struct si_journal *j, off_t to, int err)
 {
 	if (err) {
