@@ -108,31 +108,14 @@ static int write_now(void *arg, uint64_t blk, unsigned int count, const void *bu
 }
 
 /*
- * With a journal (journal.h) the old contents are read back first: the
- * journal keeps the changed byte ranges, old and new, commits a batch
- * and only then has write_now() put it in place.
+ * With a journal, the image is open through the journal's I/O layer
+ * (journal.h): it reads the old bytes itself and records them with the
+ * new before the write is issued.
  */
 int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
 		    const void *buf)
 {
-	size_t len = (size_t)count * c->bsz;
-	errcode_t err;
-
-	if (!c->h->journal)
-		return write_now(c, blk, count, buf);
-	if (c->old_cap < len) {
-		free(c->old);
-		c->old = malloc(len);
-		c->old_cap = c->old ? len : 0;
-		if (!c->old)
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	}
-	err = io_channel_read_blk64(c->fs->io, blk, (int)count, c->old);
-	if (err)
-		return e4_fail(c, err, "reading blocks %llu-%llu",
-			       (unsigned long long)blk,
-			       (unsigned long long)(blk + count - 1));
-	return si_journal_block(c->h->journal, blk, count, c->old, buf);
+	return write_now(c, blk, count, buf);
 }
 
 /* ---- crc32c: the inode checksum is on the hot path ---- */

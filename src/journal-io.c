@@ -5,9 +5,10 @@
  * backend's own block runs as well as quota files, inodes, bitmaps and
  * superblocks written by the library:
  *
- * - with a journal, each write is handed to the journal with the bytes
- *   it replaces; the journal issues it once its batch is durable, and
- *   reads see the writes still queued;
+ * - with a journal, each write is handed to the journal, which reads
+ *   the bytes it replaces through this layer, records both and issues
+ *   the write once its record is durable; reads see the writes still
+ *   queued;
  * - under SHIFTIMG_FAULT=KIND:N:power (the fault tests) it also keeps
  *   every issued write in memory until the next flush, so that dying at
  *   the fault loses them, exactly as a power cut loses what a disk had
@@ -24,26 +25,11 @@
 #include "journal.h"
 
 #define SLOTS_MIN	1024
-#define RECENT		2		/* reads remembered for the writes after them */
-#define RECENT_MAX	(16u << 20)	/* bytes: larger reads are not remembered */
 
 /* A block written since the last flush (power-loss mode only). */
 struct lost {
 	unsigned long long blk;		/* ~0: empty */
 	unsigned char *data;
-};
-
-/*
- * A recent read: what the blocks held then (queued writes included).
- * The ext4 backend writes each inode-table run just after reading it
- * through this channel: its old bytes for the journal are here, and
- * need no second read.
- */
-struct recent {
-	unsigned long long blk;
-	unsigned int count;		/* 0: empty */
-	unsigned char *data;
-	size_t cap;
 };
 
 struct sio {
@@ -52,11 +38,7 @@ struct sio {
 	bool power;
 	struct lost *slot;		/* open addressing by block number */
 	size_t cap, nr;
-	unsigned char *old;		/* a write's old bytes, read back */
-	size_t old_cap;
-	bool writing;			/* reads are remembered from the first write */
-	struct recent recent[RECENT];
-	unsigned int next;
+	bool dirty;			/* written since the last sync */
 };
 
 static struct struct_io_manager sio_manager;
@@ -131,69 +113,6 @@ static errcode_t overlay_flush(struct sio *p)
 	return err;
 }
 
-/* ---- recent reads ---- */
-
-static void remember(struct sio *p, unsigned long long blk, int count,
-		     const void *data, size_t bsz)
-{
-	size_t len = (size_t)count * bsz;
-	struct recent *r = &p->recent[p->next];
-
-	if (!p->j || !p->writing || len > RECENT_MAX)
-		return;
-	for (unsigned int i = 0; i < RECENT; i++)
-		if (p->recent[i].count && p->recent[i].blk == blk)
-			r = &p->recent[i];	/* a fresher copy of the same run */
-	if (r == &p->recent[p->next])
-		p->next = (p->next + 1) % RECENT;
-	if (r->cap < len) {
-		unsigned char *d = realloc(r->data, len);
-
-		r->count = 0;
-		if (!d)
-			return;
-		r->data = d;
-		r->cap = len;
-	}
-	memcpy(r->data, data, len);
-	r->blk = blk;
-	r->count = (unsigned int)count;
-}
-
-/* The remembered bytes of blocks blk..blk+count-1, or NULL. */
-static const unsigned char *recall(const struct sio *p, unsigned long long blk,
-				   int count, size_t bsz)
-{
-	for (unsigned int i = 0; i < RECENT; i++) {
-		const struct recent *r = &p->recent[i];
-
-		if (r->count && blk >= r->blk &&
-		    blk + (unsigned int)count <= r->blk + r->count)
-			return r->data + (size_t)(blk - r->blk) * bsz;
-	}
-	return NULL;
-}
-
-/* A write makes what was remembered of its blocks stale. */
-static void forget(struct sio *p, unsigned long long blk, int count)
-{
-	for (unsigned int i = 0; i < RECENT; i++) {
-		struct recent *r = &p->recent[i];
-
-		if (r->count && blk < r->blk + r->count &&
-		    r->blk < blk + (unsigned int)count)
-			r->count = 0;
-	}
-}
-
-static void forget_all(struct sio *p)
-{
-	for (unsigned int i = 0; i < RECENT; i++) {
-		free(p->recent[i].data);
-		p->recent[i] = (struct recent){ 0 };
-	}
-}
-
 /* ---- below the journal: the image, or the overlay on it ---- */
 
 static errcode_t lower_read(io_channel ch, unsigned long long blk, int count,
@@ -222,6 +141,7 @@ static errcode_t lower_write(io_channel ch, unsigned long long blk, int count,
 	size_t bsz = (size_t)ch->block_size;
 	errcode_t err = 0;
 
+	p->dirty = true;
 	if (!p->power)
 		return io_channel_write_blk64(p->real, blk, count, data);
 	for (int i = 0; i < count && !err; i++)
@@ -230,12 +150,24 @@ static errcode_t lower_write(io_channel ch, unsigned long long blk, int count,
 	return err;
 }
 
+static int to_errno(errcode_t err)
+{
+	return err ? (err < 4096 ? -(int)err : -EIO) : 0;
+}
+
 /* The journal's way to issue a committed write. */
 static int issue(void *arg, uint64_t blk, unsigned int count, const void *buf)
 {
-	errcode_t err = lower_write(arg, blk, (int)count, buf);
+	return to_errno(lower_write(arg, blk, (int)count, buf));
+}
 
-	return err ? (err < 4096 ? -(int)err : -EIO) : 0;
+static errcode_t read_now(io_channel ch, unsigned long long blk, int count,
+			  void *data);
+
+/* The journal's way to read the old bytes of a write. */
+static int read_old(void *arg, uint64_t blk, unsigned int count, void *buf)
+{
+	return to_errno(read_now(arg, blk, (int)count, buf));
 }
 
 /* ---- the channel ---- */
@@ -264,7 +196,8 @@ static errcode_t sio_open(const char *name, int flags, io_channel *chp)
 	ch->refcount = 1;
 	ch->flags = p->real->flags;
 	if (p->j)
-		si_journal_io_attach(p->j, (unsigned int)ch->block_size, issue, ch);
+		si_journal_io_attach(p->j, (unsigned int)ch->block_size, issue,
+				     read_old, ch);
 	*chp = ch;
 	return 0;
 out_free:
@@ -279,7 +212,12 @@ out_free:
 	return err;
 }
 
-/* Commits and issues what the journal holds, then flushes the image. */
+/*
+ * Commits and issues what the journal holds, then flushes the image,
+ * unless nothing was written since the last flush: libext2fs flushes
+ * more often than it writes (on open, on close after a flush), and
+ * each fsync(2) costs a device cache flush.
+ */
 static errcode_t sio_flush(io_channel ch)
 {
 	struct sio *p = ch->private_data;
@@ -289,8 +227,12 @@ static errcode_t sio_flush(io_channel ch)
 		err = EXT2_ET_SHORT_WRITE;
 	if (!err && p->power)
 		err = overlay_flush(p);
-	if (!err)
+	if (!err && p->dirty) {
 		err = io_channel_flush(p->real);
+		p->dirty = err != 0;
+	}
+	if (!err && p->j)
+		si_journal_io_synced(p->j);
 	return err;
 }
 
@@ -304,8 +246,6 @@ static errcode_t sio_close(io_channel ch)
 	err = sio_flush(ch);
 	io_channel_close(p->real);
 	free(p->slot);
-	free(p->old);
-	forget_all(p);
 	free(p);
 	free(ch->name);
 	free(ch);
@@ -319,12 +259,11 @@ static errcode_t sio_set_blksize(io_channel ch, int blksize)
 
 	/* Writes queued or kept at the old size would no longer line up. */
 	err = sio_flush(ch);
-	forget_all(p);
 	if (!err)
 		err = io_channel_set_blksize(p->real, blksize);
 	ch->block_size = blksize;
 	if (p->j)
-		si_journal_io_attach(p->j, (unsigned int)blksize, issue, ch);
+		si_journal_io_attach(p->j, (unsigned int)blksize, issue, read_old, ch);
 	return err;
 }
 
@@ -347,9 +286,7 @@ static errcode_t read_now(io_channel ch, unsigned long long blk, int count,
 static errcode_t sio_read64(io_channel ch, unsigned long long blk, int count,
 			    void *data)
 {
-	struct sio *p = ch->private_data;
 	size_t bsz = (size_t)ch->block_size;
-	const unsigned char *prev;
 	unsigned char *b;
 	errcode_t err;
 
@@ -366,39 +303,14 @@ static errcode_t sio_read64(io_channel ch, unsigned long long blk, int count,
 		free(b);
 		return err;
 	}
-	/* Nothing was written there since: the bytes are the same. */
-	prev = recall(p, blk, count, bsz);
-	if (prev) {
-		memcpy(data, prev, (size_t)count * bsz);
-		return 0;
-	}
-	err = read_now(ch, blk, count, data);
-	if (!err)
-		remember(p, blk, count, data, bsz);
-	return err;
-}
-
-/* The buffer a write's old bytes are read back into, kept. */
-static errcode_t old_buf(struct sio *p, size_t len)
-{
-	unsigned char *b;
-
-	if (p->old_cap >= len)
-		return 0;
-	b = realloc(p->old, len);
-	if (!b)
-		return EXT2_ET_NO_MEMORY;
-	p->old = b;
-	p->old_cap = len;
-	return 0;
+	return read_now(ch, blk, count, data);
 }
 
 static errcode_t sio_write64(io_channel ch, unsigned long long blk, int count,
 			     const void *data)
 {
 	struct sio *p = ch->private_data;
-	size_t bsz = (size_t)ch->block_size, len;
-	const unsigned char *prev;
+	size_t bsz = (size_t)ch->block_size;
 	unsigned char *old;
 	errcode_t err = 0;
 	int ret;
@@ -420,19 +332,8 @@ static errcode_t sio_write64(io_channel ch, unsigned long long blk, int count,
 	}
 	if (!p->j)
 		return lower_write(ch, blk, count, data);
-	p->writing = true;
-	len = (size_t)count * bsz;
-	prev = recall(p, blk, count, bsz);
-	if (!prev) {
-		err = old_buf(p, len);
-		if (!err)
-			err = read_now(ch, blk, count, p->old);
-		if (err)
-			return err;
-		prev = p->old;
-	}
-	ret = si_journal_io_block(p->j, blk, (unsigned int)count, prev, data);
-	forget(p, blk, count);
+	/* The journal reads the old bytes, records the write and issues it. */
+	ret = si_journal_io_block(p->j, blk, (unsigned int)count, data);
 	if (ret < 0)
 		err = ret > -4096 ? (errcode_t)-ret : EXT2_ET_SHORT_WRITE;
 	return err;

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -34,30 +35,64 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "journal.h"
 
 #define J_MAGIC		"SHIFTIMG-JOURNAL"
-#define J_VERSION	1
+#define J_VERSION	2
 #define J_HDR_FIXED	88
 #define R_MAGIC		0x3143524aU	/* "JRC1" little endian */
 #define R_HEAD		24
 #define R_TAIL		8
-#define BUF_FLUSH	(1u << 20)	/* journal bytes kept before a write(2) */
+#define BUF_FLUSH	(1u << 20)	/* tree: journal bytes kept before a write(2) */
+#define BUF_EXT4	(4u << 20)	/* ext4: the buffer's first size */
+#define BUF_MAX		(64u << 20)	/* ext4: journal bytes kept before a write(2) */
 #define BATCH_BYTES	(32u << 20)	/* ext4: queued in-place bytes per commit */
 #define BATCH_RECS	4096		/* ext4: queued writes per commit */
-#define RANGE_GAP	16		/* unchanged bytes merged into a range */
+#define LARGE_MIN	(256u << 10)	/* ext4: a write this large ends its batch */
+#define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */
+#define RANGE_GAP	2		/* unchanged bytes merged into a range */
 #define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
 
 enum { J_TREE = 1, J_EXT4 = 2 };
 enum { REC_TREE = 1, REC_BLOCK = 2, REC_COMMIT = 3 };
 #define HDR_REVERSE	(1u << 0)
 
-/* One in-place write waiting for its batch to be committed. */
+/* One in-place write waiting for its batch to be committed and synced. */
 struct pending {
 	uint64_t blk;
 	unsigned int count;
 	size_t at;			/* its new bytes, in the arena */
+};
+
+/* ext4: a batch of writes, whose records go out with one commit. */
+struct batch {
+	struct pending *q;
+	size_t nr, cap;
+	/*
+	 * Its writes as they will be issued, back to back: each write's
+	 * old bytes read in and its changed ranges put over them.  Kept
+	 * from one batch to the next, since fresh memory costs a page
+	 * fault a page.
+	 */
+	unsigned char *arena;
+	size_t bytes, arena_cap;
+};
+
+/*
+ * The thread that syncs the journal for an ext4 run, so that a batch's
+ * fdatasync(2) runs while the backend reads and shifts its next run.
+ */
+struct syncer {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool running, stop;
+	off_t want, done;		/* journal bytes asked to be and synced */
+	int err;			/* errno of a failed sync */
 };
 
 struct si_journal {
@@ -77,6 +112,7 @@ struct si_journal {
 	off_t kicked;			/* tree: writeback started up to here */
 	bool dir_synced;
 	bool changed;			/* the target may differ from before */
+	bool target_dirty;		/* ext4: written since the I/O layer synced */
 	bool failed;			/* a journal write failed: stop */
 
 	unsigned int bsz;
@@ -85,15 +121,15 @@ struct si_journal {
 	bool io_level;			/* the I/O layer journals (journal-io.c) */
 	si_journal_write_fn *backend_fn; /* the backend's own write, then */
 	void *backend_arg;
-	struct pending *q;
-	size_t nr_q, cap_q, q_bytes;
+	si_journal_read_fn *read_fn;	/* reads what blocks hold now */
 	/*
-	 * The new bytes of the queued writes, back to back.  Kept from one
-	 * batch to the next: fresh memory for every batch would cost more
-	 * in page faults than the copy itself.
+	 * The batch of writes: open while its records are made; then in
+	 * flight, committed with its sync under way, until the next write
+	 * or a flush waits for the sync and issues its writes.
 	 */
-	unsigned char *arena;
-	size_t arena_cap;
+	struct batch b;
+	bool in_flight;
+	struct syncer sync;
 
 	char *stamp_old;		/* the stamp before the run */
 	char stamp_new[64 + 32];	/* "" when the run removes it */
@@ -203,16 +239,38 @@ static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); re
 static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
 static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
+/*
+ * An ext4 run's buffer holds records of up to a few MiB at a time: it
+ * is taken in 2 MiB pages where the kernel has them, as a page fault
+ * for every 4 KiB of it would cost more than encoding the records.
+ */
+static unsigned char *big_alloc(size_t *len)
+{
+	const size_t huge = 2u << 20;
+	void *p;
+
+	*len = (*len + huge - 1) & ~(huge - 1);
+	if (posix_memalign(&p, huge, *len))
+		return NULL;
+	madvise(p, *len, MADV_HUGEPAGE);
+	return p;
+}
+
 static int reserve(struct si_journal *j, size_t more)
 {
-	size_t cap = j->cap ? j->cap : BUF_FLUSH + 65536;
+	size_t cap = j->cap ? j->cap : j->kind == J_EXT4 ? BUF_EXT4 : BUF_FLUSH + 65536;
 	unsigned char *p;
 
 	if (j->len + more <= j->cap)
 		return 0;
 	while (cap < j->len + more)
 		cap *= 2;
-	p = realloc(j->buf, cap);
+	if (j->kind != J_EXT4) {
+		p = realloc(j->buf, cap);
+	} else if ((p = big_alloc(&cap))) {
+		memcpy(p, j->buf, j->len);
+		free(j->buf);
+	}
 	if (!p)
 		return -ENOMEM;
 	j->buf = p;
@@ -233,14 +291,16 @@ static unsigned char *rec_begin(struct si_journal *j, int type, size_t len)
 	put16(r + 6, 0);
 	put32(r + 8, (uint32_t)len);
 	put32(r + 12, 0);
-	put64(r + 16, j->seq++);
+	put64(r + 16, j->seq);
 	return r + R_HEAD;
 }
 
+/* Ends the record begun at j->len; one never ended is not written. */
 static void rec_end(struct si_journal *j, size_t len)
 {
 	unsigned char *r = j->buf + j->len;
 
+	j->seq++;
 	put64(r + R_HEAD + len, XXH64(r, R_HEAD + len, j->run_id));
 	j->len += R_HEAD + len + R_TAIL;
 	j->nrec++;
@@ -289,11 +349,10 @@ static int sync_dir(struct shiftimg *h, const char *path)
 	return err;
 }
 
-/* Makes everything recorded so far durable. */
-static int commit(struct si_journal *j, bool plan)
+/* Ends a batch: a commit record after its records, all written out. */
+static int put_commit(struct si_journal *j, bool plan)
 {
 	unsigned char *p;
-	int err;
 
 	if (j->failed)
 		return -EIO;
@@ -303,16 +362,18 @@ static int commit(struct si_journal *j, bool plan)
 	put64(p, j->nrec);
 	put32(p + 8, plan);
 	rec_end(j, 12);
-	err = write_out(j);
-	if (err)
-		return err;
-	si_fault(SI_FAULT_SYNC);
-	if (fdatasync(j->fd) < 0) {
+	return write_out(j);
+}
+
+/* A sync of the journal's first to bytes is done (or failed with err). */
+static int synced(struct si_journal *j, off_t to, int err)
+{
+	if (err) {
 		j->failed = true;
-		return si_error(j->h, errno, "%s: syncing the journal: %s",
-				j->path, strerror(errno));
+		return si_error(j->h, err, "%s: syncing the journal: %s", j->path,
+				strerror(err));
 	}
-	j->synced = j->written;
+	j->synced = to;
 	if (!j->dir_synced) {
 		err = sync_dir(j->h, j->path);
 		if (err)
@@ -320,6 +381,105 @@ static int commit(struct si_journal *j, bool plan)
 		j->dir_synced = true;
 	}
 	return 0;
+}
+
+/* Makes everything recorded so far durable. */
+static int commit(struct si_journal *j, bool plan)
+{
+	int err = put_commit(j, plan);
+
+	if (err)
+		return err;
+	si_fault(SI_FAULT_SYNC);
+	return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
+}
+
+static void *syncer_main(void *arg)
+{
+	struct si_journal *j = arg;
+	struct syncer *s = &j->sync;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		off_t want;
+		int err;
+
+		while (!s->stop && s->done == s->want)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->stop)
+			break;
+		want = s->want;
+		pthread_mutex_unlock(&s->lock);
+		err = fdatasync(j->fd) < 0 ? errno : 0;
+		pthread_mutex_lock(&s->lock);
+		if (err && !s->err)
+			s->err = err;
+		s->done = want;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/*
+ * Starts the sync of everything written to the journal so far; without
+ * a thread for it, syncs it here.
+ */
+static int sync_start(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+
+	si_fault(SI_FAULT_SYNC);
+	if (!s->running) {
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_cond_init(&s->cond, NULL);
+		s->want = s->done = j->synced;
+		s->running = !pthread_create(&s->thread, NULL, syncer_main, j);
+		if (!s->running) {
+			pthread_cond_destroy(&s->cond);
+			pthread_mutex_destroy(&s->lock);
+			return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	s->want = j->written;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Waits for the sync sync_start() began. */
+static int sync_wait(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+	off_t done;
+	int err;
+
+	if (!s->running)
+		return 0;	/* synced in sync_start() */
+	pthread_mutex_lock(&s->lock);
+	while (s->done != s->want)
+		pthread_cond_wait(&s->cond, &s->lock);
+	done = s->done;
+	err = s->err;
+	pthread_mutex_unlock(&s->lock);
+	return synced(j, done, err);
+}
+
+static void sync_stop(struct si_journal *j)
+{
+	struct syncer *s = &j->sync;
+
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	s->running = false;
 }
 
 /* ---- the header ---- */
@@ -1130,13 +1290,12 @@ static void note_replaced(struct shiftimg *h, uint64_t replaced)
 			 n ? "; " : "", replaced);
 }
 
-/* Redo (side 1) or undo (side 0) every planned tree object. */
+/* Redo (side 1) or undo (side 0) every planned tree object; no sync. */
 static int tree_replay(struct shiftimg *h, const struct si_target *t,
 		       const struct loaded *l, int side, uint64_t *done,
 		       uint64_t *replaced)
 {
 	struct replayer rp;
-	int err = 0;
 
 	replayer_init(&rp, h, t, side);
 	for (size_t i = 0; i < l->nr_recs; i++) {
@@ -1154,9 +1313,7 @@ static int tree_replay(struct shiftimg *h, const struct si_target *t,
 	*done = rp.done;
 	*replaced = rp.replaced;
 	h->tally.st.errors += rp.errors;
-	if (!rp.errors && syncfs(t->fd) < 0)
-		err = si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
-	return rp.errors ? -EIO : err;
+	return rp.errors ? -EIO : 0;
 }
 
 /*
@@ -1353,10 +1510,12 @@ struct si_journal *si_journal_active(void)
 }
 
 void si_journal_io_attach(struct si_journal *j, unsigned int bsz,
-			  si_journal_write_fn *fn, void *arg)
+			  si_journal_write_fn *write, si_journal_read_fn *read,
+			  void *arg)
 {
 	j->bsz = bsz;
-	j->write_fn = fn;
+	j->write_fn = write;
+	j->read_fn = read;
 	j->write_arg = arg;
 	j->io_level = true;
 }
@@ -1375,70 +1534,177 @@ void si_journal_blocks(struct si_journal *j, unsigned int bsz,
 	j->write_arg = arg;
 }
 
-/* The first byte from at where old and new differ, or len. */
-static size_t next_diff(const unsigned char *old, const unsigned char *new,
-			size_t len, size_t at)
+/*
+ * Bit i is set where old and new differ at byte i of these 64 bytes.
+ * Inode tables change in a few bytes of each inode: most 64-byte
+ * stretches are equal and cost one test.
+ */
+static inline uint64_t diff64(const unsigned char *old, const unsigned char *new)
 {
-	uint64_t a, b;
+	uint64_t m = 0;
 
-	/* A word at a time: inode tables change in a few bytes per inode. */
-	for (; at + 8 <= len; at += 8) {
-		memcpy(&a, old + at, 8);
-		memcpy(&b, new + at, 8);
-		if (a != b)
-			return at + (size_t)(__builtin_ctzll(le64toh(a ^ b)) / 8);
+#ifdef __SSE2__
+	for (int k = 0; k < 4; k++) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(old + 16 * k));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(new + 16 * k));
+		unsigned int eq = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b));
+
+		m |= (uint64_t)(~eq & 0xffffu) << (16 * k);
 	}
-	while (at < len && old[at] == new[at])
-		at++;
-	return at;
+#else
+	for (int k = 0; k < 8; k++) {
+		uint64_t a, b, d;
+
+		memcpy(&a, old + 8 * k, 8);
+		memcpy(&b, new + 8 * k, 8);
+		d = le64toh(a) ^ le64toh(b);
+		for (int i = 0; d; i++, d >>= 8)
+			if (d & 0xff)
+				m |= 1ull << (8 * k + i);
+	}
+#endif
+	return m;
+}
+
+static size_t put_varint(unsigned char *p, uint64_t v)
+{
+	size_t n = 0;
+
+	for (; v >= 0x80; v >>= 7)
+		p[n++] = (unsigned char)(v | 0x80);
+	p[n++] = (unsigned char)v;
+	return n;
+}
+
+/* Reads a varint from p[*at] below end; false when it runs past end. */
+static bool get_varint(const unsigned char *p, size_t end, size_t *at,
+		       uint64_t *v)
+{
+	*v = 0;
+	for (unsigned int shift = 0; *at < end && shift < 64; shift += 7) {
+		unsigned char b = p[(*at)++];
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The ranges of one block record, as they are encoded. */
+struct ranges {
+	unsigned char *p;		/* where the next range goes */
+	size_t end;			/* end of the previous range in the write */
+	uint32_t nr;
+};
+
+/* The most a slice of len bytes can take encoded (RANGE_GAP >= 1). */
+#define RANGES_MAX(len)	(2 * (len) + 11 * ((len) / 2 + 1) + 16)
+
+static inline unsigned char *put_v(unsigned char *p, uint64_t v)
+{
+	if (v < 0x80) {
+		*p = (unsigned char)v;
+		return p + 1;
+	}
+	return p + put_varint(p, v);
+}
+
+/* Copies exactly n bytes, in fixed-size moves when n is at most 16. */
+static inline void copy_exact(unsigned char *d, const unsigned char *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		memcpy(d, s, 8);
+		memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(d, s, 4);
+		memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n >= 2 && n < 4) {
+		memcpy(d, s, 2);
+		memcpy(d + n - 2, s + n - 2, 2);
+	} else {
+		memcpy(d, s, n);
+	}
 }
 
 /*
- * Finds the next range from *at where old and new differ; unchanged
- * runs shorter than RANGE_GAP are merged into it.
+ * Appends one range, at byte base + start of the write: the gap since
+ * the previous range, its length, its old and its new bytes; then puts
+ * the new bytes over the old ones in buf, which becomes the new
+ * contents that way, with no copy of the bytes that do not change.
+ * Only the range's own bytes of buf change: the old bytes of the ranges
+ * after it are still to be recorded.  Space for RANGES_MAX() of the
+ * slice was reserved; buf can be read up to len.
  */
-static bool next_range(const unsigned char *old, const unsigned char *new,
-		       size_t len, size_t *at, size_t *start, size_t *end)
+static inline __attribute__((always_inline)) void
+put_range(struct ranges *r, unsigned char *buf,
+			     const unsigned char *new, size_t base, size_t start,
+			     size_t end, size_t len)
 {
-	size_t d = next_diff(old, new, len, *at);
+	size_t n = end - start;
+	unsigned char *p = put_v(r->p, base + start - r->end);
 
-	if (d == len)
-		return false;
-	*start = d;
-	do {
-		*end = d + 1;
-		d = next_diff(old, new, len, *end);
-	} while (d < len && d - *end < RANGE_GAP);
-	*at = *end;
-	return true;
+	p = put_v(p, n);
+	if (n <= 16 && start + 16 <= len) {
+		/* Most ranges are a few bytes: fixed copies, no call. */
+		memcpy(p, buf + start, 16);
+		memcpy(p + n, new + start, 16);
+	} else {
+		memcpy(p, buf + start, n);
+		memcpy(p + n, new + start, n);
+	}
+	copy_exact(buf + start, new + start, n);
+	r->p = p + 2 * n;
+	r->end = base + end;
+	r->nr++;
 }
 
 /*
- * Appends the changed ranges to the record begun at j->len, whose
- * payload starts head bytes in, in one pass; *bytes is their size.
+ * Encodes where buf (the old bytes) and new differ, in one pass over
+ * the len bytes at byte base of the write, and leaves buf equal to new;
+ * an unchanged stretch shorter than RANGE_GAP is taken into the range
+ * around it (it costs no more than a range of its own).  A range never
+ * spans two slices.
  */
-static int put_ranges(struct si_journal *j, size_t head,
-		      const unsigned char *old, const unsigned char *new,
-		      size_t len, size_t *bytes, uint32_t *nr)
+static void put_ranges(struct ranges *r, unsigned char *buf,
+		       const unsigned char *new, size_t base, size_t len)
 {
-	size_t at = 0, start, end, n;
-	unsigned char *p;
+	const unsigned char *old = buf;
 
-	*bytes = 0;
-	*nr = 0;
-	while (next_range(old, new, len, &at, &start, &end)) {
-		n = end - start;
-		if (reserve(j, head + *bytes + 8 + 2 * n + R_TAIL) < 0)
-			return -ENOMEM;
-		p = j->buf + j->len + head + *bytes;
-		put32(p, (uint32_t)start);
-		put32(p + 4, (uint32_t)n);
-		memcpy(p + 8, old + start, n);
-		memcpy(p + 8 + n, new + start, n);
-		*bytes += 8 + 2 * n;
-		(*nr)++;
+	size_t c, start = 0, end = 0;
+	bool open = false;
+
+	for (c = 0; c < len; c += 64) {
+		uint64_t m;
+
+		if (c + 64 <= len) {
+			m = diff64(old + c, new + c);
+		} else {
+			m = 0;
+			for (size_t i = 0; c + i < len; i++)
+				if (old[c + i] != new[c + i])
+					m |= 1ull << i;
+		}
+		while (m) {
+			unsigned int i = (unsigned int)__builtin_ctzll(m);
+			uint64_t rest = ~(m >> i);
+			unsigned int run = rest ? (unsigned int)__builtin_ctzll(rest) : 64 - i;
+			size_t at = c + i;
+
+			if (open && at - end < RANGE_GAP) {
+				end = at + run;
+			} else {
+				if (open)
+					put_range(r, buf, new, base, start, end, len);
+				start = at;
+				end = at + run;
+				open = true;
+			}
+			m = i + run >= 64 ? 0 : m & (~0ull << (i + run));
+		}
 	}
-	return 0;
+	if (open)
+		put_range(r, buf, new, base, start, end, len);
 }
 
 /* Writes per commit; SHIFTIMG_JOURNAL_BATCH makes batches small for tests. */
@@ -1454,108 +1720,217 @@ static size_t batch_recs(void)
 	return n;
 }
 
-/* Issues the queued writes of a committed batch. */
-static int drain(struct si_journal *j)
+/* Writes of this size and more end a batch; SHIFTIMG_JOURNAL_LARGE for tests. */
+static size_t large_min(void)
+{
+	static size_t n;
+	const char *s;
+
+	if (!n) {
+		s = getenv("SHIFTIMG_JOURNAL_LARGE");
+		n = s && atoi(s) > 0 ? (size_t)atoi(s) : LARGE_MIN;
+	}
+	return n;
+}
+
+/* Issues one committed write. */
+static int issue(struct si_journal *j, uint64_t blk, unsigned int count,
+		 const unsigned char *data)
 {
 	int err = 0;
 
-	for (size_t i = 0; i < j->nr_q && !err; i++) {
-		const struct pending *q = &j->q[i];
-		const unsigned char *data = j->arena + q->at;
-
-		if (fault_active()) {
-			/* Block by block, so a fault can land inside a run. */
-			for (unsigned int b = 0; b < q->count && !err; b++) {
-				si_fault(SI_FAULT_WRITE);
-				err = j->write_fn(j->write_arg, q->blk + b, 1,
-						  data + (size_t)b * j->bsz);
-			}
-		} else {
-			si_fault(SI_FAULT_WRITE);
-			err = j->write_fn(j->write_arg, q->blk, q->count, data);
-		}
+	j->target_dirty = true;
+	if (!fault_active()) {
+		si_fault(SI_FAULT_WRITE);
+		return j->write_fn(j->write_arg, blk, count, data);
 	}
-	j->nr_q = 0;
-	j->q_bytes = 0;
+	/* Block by block, so that a fault can land inside a run. */
+	for (unsigned int b = 0; b < count && !err; b++) {
+		si_fault(SI_FAULT_WRITE);
+		err = j->write_fn(j->write_arg, blk + b, 1, data + (size_t)b * j->bsz);
+	}
 	return err;
 }
 
-static int commit_and_drain(struct si_journal *j)
+/* Issues the writes of a batch whose commit is synced. */
+static int drain(struct si_journal *j, struct batch *b)
 {
-	int err;
+	int err = 0;
 
-	if (!j->nr_q && !j->len)
-		return 0;
-	err = commit(j, false);
-	if (err)
-		return err;
-	j->changed = true;
-	return drain(j);
-}
-
-/* Queues a copy of a write's new bytes in the arena. */
-static int enqueue(struct si_journal *j, uint64_t blk, unsigned int count,
-		   const void *new, size_t len)
-{
-	if (j->nr_q == j->cap_q) {
-		size_t cap = j->cap_q ? j->cap_q * 2 : 256;
-		struct pending *q = realloc(j->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		j->q = q;
-		j->cap_q = cap;
-	}
-	if (j->q_bytes + len > j->arena_cap) {
-		size_t cap = j->arena_cap ? j->arena_cap : 1u << 20;
-		unsigned char *a;
-
-		while (cap < j->q_bytes + len)
-			cap *= 2;
-		a = realloc(j->arena, cap);
-		if (!a)
-			return -ENOMEM;
-		j->arena = a;
-		j->arena_cap = cap;
-	}
-	memcpy(j->arena + j->q_bytes, new, len);
-	j->q[j->nr_q++] = (struct pending){ blk, count, j->q_bytes };
-	j->q_bytes += len;
-	return 0;
+	for (size_t i = 0; i < b->nr && !err; i++)
+		err = issue(j, b->q[i].blk, b->q[i].count, b->arena + b->q[i].at);
+	b->nr = 0;
+	b->bytes = 0;
+	return err;
 }
 
 /*
- * Records a write and queues it.  The journal's buffer goes out to the
- * file when it fills, but is synced (committed) only once per batch:
- * one fdatasync for up to BATCH_BYTES of in-place writes.
+ * Commits the batch: its records and a commit record go out in one
+ * write(2), and their sync is started; the batch is then in flight.
  */
-int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
-			const void *old, const void *new)
+static int commit_batch(struct si_journal *j)
 {
-	size_t len = (size_t)count * j->bsz, bytes;
-	unsigned char *p;
-	uint32_t nr;
+	int err;
 
-	if (!memcmp(old, new, len))
+	if (!j->b.nr && !j->len)
+		return 0;
+	err = put_commit(j, false);
+	if (!err)
+		err = sync_start(j);
+	if (err)
+		return err;
+	j->changed = true;
+	j->in_flight = true;
+	return 0;
+}
+
+/* Waits for the sync of the batch in flight, and issues its writes. */
+static int land(struct si_journal *j)
+{
+	int err;
+
+	if (!j->in_flight)
+		return 0;
+	j->in_flight = false;
+	err = sync_wait(j);
+	return err ? err : drain(j, &j->b);
+}
+
+/* Room for a write's len bytes at the end of the batch's arena. */
+static unsigned char *arena_slot(struct si_journal *j, size_t len)
+{
+	struct batch *b = &j->b;
+
+	if (b->nr == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		struct pending *q = realloc(b->q, cap * sizeof(*q));
+
+		if (!q)
+			return NULL;
+		b->q = q;
+		b->cap = cap;
+	}
+	if (b->bytes + len > b->arena_cap) {
+		size_t cap = b->arena_cap ? b->arena_cap : 2u << 20;
+		unsigned char *a;
+
+		while (cap < b->bytes + len)
+			cap *= 2;
+		a = big_alloc(&cap);
+		if (!a)
+			return NULL;
+		memcpy(a, b->arena, b->bytes);
+		free(b->arena);
+		b->arena = a;
+		b->arena_cap = cap;
+	}
+	return b->arena + b->bytes;
+}
+
+/*
+ * Encodes the ranges of a write a slice at a time, its old bytes read
+ * (old NULL) or copied into dst, a slice at a time so that they are
+ * still in the cache when compared; dst is left holding the new bytes.
+ */
+static int put_write(struct si_journal *j, struct ranges *r, uint64_t blk,
+		     unsigned int count, const unsigned char *old,
+		     const unsigned char *new, unsigned char *dst)
+{
+	unsigned int per = CHUNK / j->bsz ? CHUNK / j->bsz : 1;
+	size_t head = (size_t)(r->p - (j->buf + j->len));
+	int err = 0;
+
+	for (unsigned int b = 0; b < count && !err; b += per) {
+		unsigned int n = count - b < per ? count - b : per;
+		size_t at = (size_t)b * j->bsz, len = (size_t)n * j->bsz;
+
+		if (reserve(j, head + RANGES_MAX(len) + R_TAIL) < 0)
+			return -ENOMEM;
+		r->p = j->buf + j->len + head;
+		if (old)
+			memcpy(dst + at, old + at, len);
+		else
+			err = j->read_fn(j->write_arg, blk + b, n, dst + at);
+		if (!err)
+			put_ranges(r, dst + at, new + at, at, len);
+		head = (size_t)(r->p - (j->buf + j->len));
+	}
+	return err;
+}
+
+/*
+ * Encodes the block record of a write (old NULL: read it), leaving its
+ * new bytes in dst; 1 if it was recorded, 0 if nothing changes, or
+ * -errno.
+ */
+static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
+			 const void *old, const void *new, unsigned char *dst)
+{
+	struct ranges r = { 0 };
+	size_t len = (size_t)count * j->bsz, plen;
+	unsigned char *p = rec_begin(j, REC_BLOCK, 16);
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	r.p = p + 16;
+	err = put_write(j, &r, blk, count, old, new, dst);
+	if (err || !r.nr)
+		return err;
+	p = j->buf + j->len;
+	plen = (size_t)(r.p - p) - R_HEAD;
+	put32(p + 8, (uint32_t)plen);
+	put64(p + R_HEAD, j->offset + blk * j->bsz);
+	put32(p + R_HEAD + 8, (uint32_t)len);
+	put32(p + R_HEAD + 12, r.nr);
+	rec_end(j, plen);
+	return 1;
+}
+
+/*
+ * Records a write (old NULL: the old bytes are read here) and queues
+ * it, its new bytes in the arena.  A large one (an inode-table run)
+ * ends its batch, which is committed at once: its sync runs while the
+ * backend reads and shifts its next run, and the next write waits for
+ * it and issues the batch.  Small ones are queued until BATCH_BYTES or
+ * BATCH_RECS are.  The journal's bytes go out in one write(2) per
+ * commit, synced with one fdatasync(2).
+ */
+static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
+			 const void *old, const void *new)
+{
+	size_t len = (size_t)count * j->bsz;
+	struct batch *b = &j->b;
+	unsigned char *dst;
+	int ret = land(j);
+
+	if (ret)
+		return ret;
+	dst = arena_slot(j, len);
+	ret = dst ? put_block_rec(j, blk, count, old, new, dst) : -ENOMEM;
+
+	if (ret == 0)
 		return 0;	/* nothing changes: nothing to write either */
-	if (!rec_begin(j, REC_BLOCK, 32) ||
-	    put_ranges(j, R_HEAD + 32, old, new, len, &bytes, &nr) < 0 ||
-	    enqueue(j, blk, count, new, len) < 0) {
-		j->failed = true;	/* a half-made record: commit nothing more */
+	if (ret < 0) {
+		if (ret != -ENOMEM)
+			return si_error(j->h, -ret, "%s: reading blocks %" PRIu64 "-%" PRIu64 ": %s",
+					j->t->path, blk, blk + count - 1,
+					strerror(-ret));
+		j->failed = true;
 		return si_error(j->h, ENOMEM, "out of memory");
 	}
-	p = j->buf + j->len;
-	put32(p + 8, (uint32_t)(32 + bytes));
-	p += R_HEAD;
-	put64(p, j->offset + blk * j->bsz);
-	put32(p + 8, (uint32_t)len);
-	put32(p + 12, nr);
-	put64(p + 16, XXH64(old, len, 0));
-	put64(p + 24, XXH64(new, len, 0));
-	rec_end(j, 32 + bytes);
-	if (j->q_bytes >= BATCH_BYTES || j->nr_q >= batch_recs())
-		return commit_and_drain(j);
-	return j->len >= BUF_FLUSH ? write_out(j) : 0;
+	/* Queued: its new bytes are in the arena already. */
+	b->q[b->nr++] = (struct pending){ blk, count, b->bytes };
+	b->bytes += len;
+	if (len >= large_min() || b->bytes >= BATCH_BYTES || b->nr >= batch_recs())
+		return commit_batch(j);
+	return j->len >= BUF_MAX ? write_out(j) : 0;
+}
+
+int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
+			const void *new)
+{
+	return journal_write(j, blk, count, NULL, new);
 }
 
 int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
@@ -1564,51 +1939,136 @@ int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
 	/* Opened through the journal's I/O layer: that layer journals it. */
 	if (j->io_level && j->backend_fn)
 		return j->backend_fn(j->backend_arg, blk, count, new);
-	return si_journal_io_block(j, blk, count, old, new);
+	return journal_write(j, blk, count, old, new);
 }
 
 int si_journal_flush(struct si_journal *j)
 {
-	return j ? commit_and_drain(j) : 0;
+	int err;
+
+	if (!j)
+		return 0;
+	err = land(j);
+	if (!err)
+		err = commit_batch(j);
+	return err ? err : land(j);
+}
+
+void si_journal_io_synced(struct si_journal *j)
+{
+	if (!j->in_flight && !j->b.nr)
+		j->target_dirty = false;
+}
+
+/* The newest version of block blk queued in batch b, if any. */
+static const unsigned char *peek_batch(const struct si_journal *j,
+				       const struct batch *b, uint64_t blk)
+{
+	for (size_t i = b->nr; i-- > 0;) {
+		const struct pending *q = &b->q[i];
+
+		if (blk >= q->blk && blk < q->blk + q->count)
+			return b->arena + q->at + (size_t)(blk - q->blk) * j->bsz;
+	}
+	return NULL;
 }
 
 bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf)
 {
-	for (size_t i = j->nr_q; i-- > 0;) {
-		const struct pending *q = &j->q[i];
+	const unsigned char *p = peek_batch(j, &j->b, blk);
 
-		if (blk >= q->blk && blk < q->blk + q->count) {
-			memcpy(buf, j->arena + q->at + (size_t)(blk - q->blk) * j->bsz,
-			       j->bsz);
-			return true;
-		}
-	}
-	return false;
+	if (p)
+		memcpy(buf, p, j->bsz);
+	return p != NULL;
 }
 
-/* Undoes (side 0) or redoes (side 1) one block record on the image. */
-static int block_apply(int fd, const unsigned char *r, int side)
+/* A decoded block record: the ranges follow at p[at], below p[len]. */
+struct block_rec {
+	const unsigned char *p;
+	uint64_t off;			/* byte offset of the write in the image */
+	size_t wlen, at, len, end;
+	uint32_t nr;
+};
+
+static bool block_open(const unsigned char *r, struct block_rec *b)
 {
-	const unsigned char *p = r + R_HEAD;
-	uint64_t off = get64(p);
-	uint32_t nr = get32(p + 12);
-	size_t at = 32, len = get32(r + 8);
+	b->p = r + R_HEAD;
+	b->len = get32(r + 8);
+	if (b->len < 16)
+		return false;
+	b->off = get64(b->p);
+	b->wlen = get32(b->p + 8);
+	b->nr = get32(b->p + 12);
+	b->at = 16;
+	b->end = 0;
+	return true;
+}
 
-	for (uint32_t i = 0; i < nr; i++) {
-		uint32_t start, n;
+/* The next range: start within the write, length, old and new bytes. */
+static bool block_next(struct block_rec *b, size_t *start, size_t *n,
+		       const unsigned char **old, const unsigned char **new)
+{
+	uint64_t gap, len;
 
-		if (at + 8 > len)
-			return -EBADMSG;
-		start = get32(p + at);
-		n = get32(p + at + 4);
-		if (at + 8 + 2 * (size_t)n > len)
-			return -EBADMSG;
-		si_fault(SI_FAULT_WRITE);
-		if (pwrite(fd, p + at + 8 + (side ? n : 0), n,
-			   (off_t)(off + start)) != (ssize_t)n)
-			return errno ? -errno : -EIO;
-		at += 8 + 2 * (size_t)n;
+	if (!get_varint(b->p, b->len, &b->at, &gap) ||
+	    !get_varint(b->p, b->len, &b->at, &len) || !len ||
+	    gap > b->wlen - b->end || len > b->wlen - b->end - gap ||
+	    2 * len > b->len - b->at)
+		return false;
+	*start = b->end + gap;
+	*n = len;
+	*old = b->p + b->at;
+	*new = b->p + b->at + len;
+	b->at += 2 * len;
+	b->end = *start + len;
+	return true;
+}
+
+/* Reads the bytes a block record's write covers into *buf (grown). */
+static int block_read(int fd, const struct block_rec *b, unsigned char **buf,
+		      size_t *cap)
+{
+	ssize_t n;
+
+	if (*cap < b->wlen) {
+		unsigned char *p = realloc(*buf, b->wlen);
+
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = b->wlen;
 	}
+	n = pread(fd, *buf, b->wlen, (off_t)b->off);
+	return n == (ssize_t)b->wlen ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/*
+ * Undoes one block record on the image: its write's bytes are read,
+ * the old bytes of every range put back, and written in one go.
+ */
+static int block_undo(int fd, const unsigned char *r, unsigned char **buf,
+		      size_t *cap)
+{
+	struct block_rec b;
+	const unsigned char *old, *new;
+	size_t start, n;
+	int err;
+
+	if (!block_open(r, &b))
+		return -EBADMSG;
+	err = block_read(fd, &b, buf, cap);
+	for (uint32_t i = 0; i < b.nr && !err; i++) {
+		if (!block_next(&b, &start, &n, &old, &new))
+			return -EBADMSG;
+		memcpy(*buf + start, old, n);
+	}
+	if (err)
+		return err;
+	if (b.at != b.len)
+		return -EBADMSG;	/* bytes past its last range */
+	si_fault(SI_FAULT_WRITE);
+	if (pwrite(fd, *buf, b.wlen, (off_t)b.off) != (ssize_t)b.wlen)
+		return errno ? -errno : -EIO;
 	return 0;
 }
 
@@ -1625,11 +2085,13 @@ static int reopen_rw(struct shiftimg *h, const struct si_target *t)
 	return fd;
 }
 
-/* Undoes every committed block record, newest first, and syncs. */
+/* Undoes every committed block record, newest first; no sync. */
 static int ext4_undo(struct shiftimg *h, const struct si_target *t,
 		     const struct loaded *l)
 {
 	int fd = reopen_rw(h, t), err = 0;
+	unsigned char *buf = NULL;
+	size_t cap = 0;
 
 	if (fd < 0)
 		return fd;
@@ -1638,16 +2100,26 @@ static int ext4_undo(struct shiftimg *h, const struct si_target *t,
 
 		if (get16(r + 4) != REC_BLOCK)
 			continue;
-		err = block_apply(fd, r, 0);
+		err = block_undo(fd, r, &buf, &cap);
 		if (err)
 			err = si_error(h, -err, "%s: undoing journal record %zu: %s",
 				       t->path, i, strerror(-err));
 	}
-	si_fault(SI_FAULT_SYNC);
-	if (!err && fsync(fd) < 0)
-		err = si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
+	free(buf);
 	close(fd);
 	return err;
+}
+
+/*
+ * Syncs the target: syncfs(2) for a tree, fsync(2) for an image (which
+ * covers writes made through any descriptor of it).
+ */
+static int sync_target(struct shiftimg *h, const struct si_target *t, int kind)
+{
+	si_fault(SI_FAULT_SYNC);
+	if ((kind == J_TREE ? syncfs(t->fd) : fsync(t->fd)) < 0)
+		return si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
+	return 0;
 }
 
 /* ---- the stamp value of a run ---- */
@@ -1703,6 +2175,23 @@ static int remove_journal(struct shiftimg *h, const char *path)
 	return sync_dir(h, path);
 }
 
+/*
+ * Puts the stamp before an interrupted run back (value) after a
+ * rollback or an undo, syncs the target, and removes the journal.
+ */
+static int restore_end(struct shiftimg *h, const struct si_target *t, int kind,
+		       uint64_t offset, const char *value, const char *jpath)
+{
+	int err = si_stamp_set(kind == J_TREE ? &si_tree_backend : &si_ext4_backend,
+			       t, offset, value);
+
+	if (err < 0)
+		return si_error(h, -err, "%s: restoring the stamp: %s", t->path,
+				strerror(-err));
+	err = sync_target(h, t, kind);
+	return err ? err : remove_journal(h, jpath);
+}
+
 /* ---- an existing journal ---- */
 
 static int check_owner(struct shiftimg *h, const char *jpath,
@@ -1755,9 +2244,11 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 		if (h->flags & SHIFTIMG_STAMP)
 			err = si_stamp_set(&si_tree_backend, t, 0,
 					   reverse ? "" : stamp);
-		if (err)
+		if (err < 0)
 			err = si_error(h, -err, "%s: writing the stamp: %s",
 				       t->path, strerror(-err));
+		else
+			err = sync_target(h, t, kind);
 		if (!err)
 			err = remove_journal(h, jpath);
 		if (!err) {
@@ -1773,15 +2264,12 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 	if (kind == J_EXT4) {
 		err = ext4_undo(h, t, &l);
 		if (!err)
-			err = si_stamp_set(&si_ext4_backend, t, l.hdr.offset, l.hdr.stamp);
-		if (err < 0 && !si_has_error(h))
-			err = si_error(h, -err, "%s: restoring the stamp: %s",
-				       t->path, strerror(-err));
-		if (err)
-			goto out_free;
-		snprintf(h->notice, sizeof(h->notice),
-			 "%s: undid an interrupted run (%zu journaled writes) and ran it again",
-			 t->path, l.nr_recs);
+			err = restore_end(h, t, kind, l.hdr.offset, l.hdr.stamp, jpath);
+		if (!err)
+			snprintf(h->notice, sizeof(h->notice),
+				 "%s: undid an interrupted run (%zu journaled writes) and ran it again",
+				 t->path, l.nr_recs);
+		goto out_free;
 	}
 	/* A tree whose plan never completed was not changed at all. */
 	err = remove_journal(h, jpath);
@@ -1843,8 +2331,9 @@ static void journal_free(struct si_journal *j)
 	if (active == j)
 		active = NULL;
 	si_fault_on_crash(NULL, NULL);
-	free(j->q);
-	free(j->arena);
+	sync_stop(j);
+	free(j->b.q);
+	free(j->b.arena);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);
@@ -1959,8 +2448,8 @@ int si_journal_end(struct si_journal *j, int err)
 	if (!j)
 		return err;
 	h = j->h;
-	if (!err && j->nr_q)
-		err = commit_and_drain(j);
+	if (!err && j->kind == J_EXT4)
+		err = si_journal_flush(j);
 	if (err) {
 		if (j->changed && !j->failed)
 			snprintf(h->notice, sizeof(h->notice),
@@ -1971,17 +2460,26 @@ int si_journal_end(struct si_journal *j, int err)
 		journal_free(j);
 		return err;
 	}
-	/* The target first, then the stamp, then the journal may go. */
-	si_fault(SI_FAULT_SYNC);
-	e = j->kind == J_TREE ? syncfs(j->t->fd) : fsync(j->t->fd);
-	if (e < 0)
-		err = si_error(h, errno, "%s: syncing: %s", j->t->path, strerror(errno));
-	if (!err && (h->flags & SHIFTIMG_STAMP)) {
+	/*
+	 * The stamp, then one sync of the target for it and the run (a
+	 * stamp on disk before the run's writes is harmless: as long as
+	 * the journal is there, recovery redoes the plan or undoes the
+	 * writes and puts the old stamp back), and only then may the
+	 * journal go.  An image the I/O layer synced after its last write
+	 * needs a sync only for the stamp.
+	 */
+	if (h->flags & SHIFTIMG_STAMP) {
 		e = si_stamp_set(backend_of(j->kind), j->t, j->offset, j->stamp_new);
-		if (e)
+		if (e < 0)
 			err = si_error(h, -e, "%s: writing the stamp: %s",
 				       j->t->path, strerror(-e));
+		else if (e > 0)
+			j->target_dirty = true;
 	}
+	if (!err && (j->kind == J_TREE || j->target_dirty))
+		err = sync_target(h, j->t, j->kind);
+	else if (!err)
+		si_fault(SI_FAULT_SYNC);	/* the same points either way */
 	if (!err) {
 		si_fault(SI_FAULT_WRITE);
 		err = remove_journal(h, j->path);
@@ -2077,23 +2575,43 @@ static void tree_census(struct shiftimg *h, const struct si_target *t,
 	replayer_free(&rp);
 }
 
+/* Which side of a block record the image is on: 0 old, 1 new, 2 neither. */
+static int block_side(const unsigned char *r, const unsigned char *img)
+{
+	struct block_rec b;
+	const unsigned char *v[2];
+	size_t start, n;
+	bool same[2] = { true, true };
+
+	if (!block_open(r, &b))
+		return 2;
+	for (uint32_t i = 0; i < b.nr; i++) {
+		if (!block_next(&b, &start, &n, &v[0], &v[1]))
+			return 2;
+		for (int k = 0; k < 2; k++)
+			same[k] = same[k] && !memcmp(img + start, v[k], n);
+	}
+	if (b.at != b.len)
+		return 2;
+	return same[1] ? 1 : same[0] ? 0 : 2;
+}
+
 static void ext4_census(const struct si_target *t, const struct loaded *l,
 			uint64_t n[4])
 {
-	for (size_t i = 0; i < l->nr_recs; i++) {
-		const unsigned char *p = l->data + l->recs[i] + R_HEAD;
-		size_t len = get32(p + 8);
-		unsigned char *b = malloc(len);
-		uint64_t x;
+	unsigned char *buf = NULL;
+	size_t cap = 0;
 
-		if (!b || pread(t->fd, b, len, (off_t)get64(p)) != (ssize_t)len) {
+	for (size_t i = 0; i < l->nr_recs; i++) {
+		const unsigned char *r = l->data + l->recs[i];
+		struct block_rec b;
+
+		if (!block_open(r, &b) || block_read(t->fd, &b, &buf, &cap) < 0)
 			n[3]++;
-		} else {
-			x = XXH64(b, len, 0);
-			n[x == get64(p + 24) ? 1 : x == get64(p + 16) ? 0 : 2]++;
-		}
-		free(b);
+		else
+			n[block_side(r, buf)]++;
 	}
+	free(buf);
 }
 
 int si_journal_status(struct shiftimg *h, const char *target, FILE *out)
@@ -2166,19 +2684,14 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 	}
 	if (err)
 		return err;
-	if (l.hdr.kind == J_EXT4) {
+	if (l.hdr.kind == J_EXT4)
 		err = ext4_undo(h, &t, &l);
-		if (!err)
-			err = si_stamp_set(&si_ext4_backend, &t, l.hdr.offset, l.hdr.stamp);
-	} else if (l.planned) {
+	else if (l.planned)
 		err = tree_replay(h, &t, &l, 0, &done, &replaced);
-		if (!err)
-			err = si_stamp_set(&si_tree_backend, &t, 0, l.hdr.stamp);
-	}
-	if (err < 0 && !si_has_error(h))
-		err = si_error(h, -err, "%s: restoring the stamp: %s", target,
-			       strerror(-err));
-	if (!err)
+	if (!err && (l.hdr.kind == J_EXT4 || l.planned))
+		err = restore_end(h, &t, l.hdr.kind == J_EXT4 ? J_EXT4 : J_TREE,
+				  l.hdr.offset, l.hdr.stamp, jpath);
+	else if (!err)
 		err = remove_journal(h, jpath);
 	if (!err)
 		snprintf(h->notice, sizeof(h->notice),

@@ -9,9 +9,13 @@
  * tree run is finished by setting every planned object to its recorded
  * new state (idempotent: the record says the target state exactly).
  *
- * An ext4 image is journaled block by block: every in-place write is
- * queued with the old and new bytes of its changed ranges; a full batch
- * is written to the journal and synced before its writes are issued.
+ * An ext4 image is journaled write by write: every in-place write is
+ * recorded with the old and new bytes of its changed ranges and queued.
+ * A large write (an inode-table run) ends its batch, which is committed
+ * at once; its sync runs in a thread of the journal's while the backend
+ * goes on, and the next write waits for it before the batch's writes
+ * are issued.  Small writes (EA, quota and bitmap blocks) are queued
+ * until the batch fills.  Nothing is issued before its record is synced.
  * An interrupted ext4 run is undone from the journal (the old bytes of
  * every committed batch) and then run again from the start.
  */
@@ -99,14 +103,18 @@ int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
 /* Issues count blocks at blk in place (the backend's own write). */
 typedef int si_journal_write_fn(void *arg, uint64_t blk, unsigned int count,
 				const void *buf);
+/* Reads what count blocks at blk hold now (the I/O layer's read). */
+typedef int si_journal_read_fn(void *arg, uint64_t blk, unsigned int count,
+			       void *buf);
 
 /* Tells the journal the block size and how to write in place. */
 void si_journal_blocks(struct si_journal *j, unsigned int bsz,
 		       si_journal_write_fn *fn, void *arg);
 /*
- * Queues an in-place write: old holds the blocks as they are now, new
- * as they become.  A full batch is committed (journaled and synced)
- * and then written through fn.
+ * An in-place write: old holds the blocks as they are now, new as they
+ * become.  It is recorded, then written through fn once its record is
+ * synced.  Through the journal's I/O layer (below) it is a plain write,
+ * and old is not used: that layer reads the old bytes itself.
  */
 int si_journal_block(struct si_journal *j, uint64_t blk, unsigned int count,
 		     const void *old, const void *new);
@@ -130,11 +138,18 @@ struct struct_io_manager;
 struct struct_io_manager *si_journal_io_manager(void);
 /* The journal of the run in progress on this thread, or NULL. */
 struct si_journal *si_journal_active(void);
-/* For journal-io.c: its own writer, and the journaling of one write. */
+/*
+ * For journal-io.c: its own writer and reader (arg is passed to both),
+ * and the journaling of one write, whose old bytes the journal reads
+ * through the reader, a chunk at a time.
+ */
 void si_journal_io_attach(struct si_journal *j, unsigned int bsz,
-			  si_journal_write_fn *fn, void *arg);
+			  si_journal_write_fn *write, si_journal_read_fn *read,
+			  void *arg);
 int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
-			const void *old, const void *new);
+			const void *new);
+/* The I/O layer synced the image: every write issued so far is on disk. */
+void si_journal_io_synced(struct si_journal *j);
 
 /* ---- fault injection (SHIFTIMG_FAULT=write:N, sync:N, any:N) ---- */
 
@@ -151,7 +166,11 @@ void si_fault_on_crash(void (*fn)(void *), void *arg);
 /* Reads the stamp into buf ("" if none); returns 0 or -errno. */
 int si_stamp_get(const struct si_backend *b, const struct si_target *t,
 		 uint64_t offset, char *buf, size_t size);
-/* Writes value as the stamp, or removes it when value is "". */
+/*
+ * Writes value as the stamp, or removes it when value is "", without
+ * syncing: the caller syncs the target after it.  Returns 1 if it
+ * changed the target, 0 if the stamp was already so, or -errno.
+ */
 int si_stamp_set(const struct si_backend *b, const struct si_target *t,
 		 uint64_t offset, const char *value);
 
