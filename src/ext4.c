@@ -580,8 +580,29 @@ static bool read_dev(const char *path, dev_t *dev)
 	return true;
 }
 
-/* Collects the loop devices backed by the image, and their partitions. */
-static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
+/*
+ * Is the block device held exclusively, as a mounted filesystem holds
+ * it?  A mount in another mount namespace (one a container or a test
+ * copied) is in no mountinfo this process can read.
+ */
+static bool dev_busy(const char *name)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/%s", name);
+	fd = open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 && errno == EBUSY;
+}
+
+/*
+ * Collects the loop devices backed by the image, and their partitions;
+ * busy gets the name of one the kernel holds ("" if none).
+ */
+static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max,
+			   char *busy, size_t size)
 {
 	char path[1024], back[4096];
 	struct dirent *de;
@@ -607,10 +628,18 @@ static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
 		snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
 		if (read_dev(path, &devs[n]))
 			n++;
+		if (!*busy && dev_busy(name))
+			snprintf(busy, size, "%s", name);
 		for (int p = 1; p < 64 && n < max; p++) {
-			snprintf(path, sizeof(path), "/sys/block/%s/%sp%d/dev", name, name, p);
-			if (read_dev(path, &devs[n]))
-				n++;
+			char part[300];
+
+			snprintf(part, sizeof(part), "%sp%d", name, p);
+			snprintf(path, sizeof(path), "/sys/block/%s/%s/dev", name, part);
+			if (!read_dev(path, &devs[n]))
+				continue;
+			n++;
+			if (!*busy && dev_busy(part))
+				snprintf(busy, size, "%s", part);
 		}
 	}
 	closedir(d);
@@ -621,7 +650,7 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 {
 	dev_t devs[64];
 	size_t n = 0;
-	char *mnt;
+	char *mnt, busy[300] = "";
 
 	if (S_ISBLK(t->st.st_mode)) {
 		/* An exclusive open fails while the kernel holds the device. */
@@ -633,7 +662,8 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 			close(fd);
 		devs[n++] = t->st.st_rdev;
 	} else {
-		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]));
+		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]),
+				 busy, sizeof(busy));
 	}
 	mnt = find_mount(devs, n, &t->st);
 	if (mnt) {
@@ -643,6 +673,10 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 		free(mnt);
 		return err;
 	}
+	if (*busy)
+		return si_error(c->h, EBUSY,
+				"%s: /dev/%s, a loop device on it, is in use (mounted, perhaps in another mount namespace); nothing was changed",
+				c->name, busy);
 	return 0;
 }
 
