@@ -36,7 +36,12 @@
 #include "ext4.h"
 #include "journal.h"
 
-#define RUN_MAX		(8u << 20)	/* bytes of inode table per read */
+/*
+ * Bytes of inode table per read: a run stays in the CPU's cache from
+ * the read's copy to the shift (and to the journal's copy of it); 8 MiB
+ * runs were a cache miss per inode, twice.
+ */
+#define RUN_MAX		(1u << 20)
 #define BUDGET_MAX	((size_t)1 << 30)
 
 /* Inode field offsets (struct ext2_inode_large, little endian). */
@@ -102,11 +107,15 @@ int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
 
 /*
  * Every in-place write of the backend goes through here: runs of
- * inode-table blocks and single EA blocks.  A journal hooks in here.
+ * inode-table blocks and single EA blocks.  The image is open through
+ * the journal's io_manager (journal-io.c), which journals every write
+ * below libext2fs, these as well as the bitmaps, quota files and
+ * superblocks the library writes, with the old bytes it kept from the
+ * read of the same run: nothing is read back here.
  */
-static int write_now(void *arg, uint64_t blk, unsigned int count, const void *buf)
+int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
+		    const void *buf)
 {
-	struct e4_ctx *c = arg;
 	errcode_t err;
 
 	err = io_channel_write_blk64(c->fs->io, blk, (int)count, buf);
@@ -116,34 +125,6 @@ static int write_now(void *arg, uint64_t blk, unsigned int count, const void *bu
 			       (unsigned long long)(blk + count - 1));
 	c->writes += count;
 	return 0;
-}
-
-/*
- * With a journal (journal.h) the old contents are read back first: the
- * journal keeps the changed byte ranges, old and new, commits a batch
- * and only then has write_now() put it in place.
- */
-int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
-		    const void *buf)
-{
-	size_t len = (size_t)count * c->bsz;
-	errcode_t err;
-
-	if (!c->h->journal)
-		return write_now(c, blk, count, buf);
-	if (c->old_cap < len) {
-		free(c->old);
-		c->old = malloc(len);
-		c->old_cap = c->old ? len : 0;
-		if (!c->old)
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	}
-	err = io_channel_read_blk64(c->fs->io, blk, (int)count, c->old);
-	if (err)
-		return e4_fail(c, err, "reading blocks %llu-%llu",
-			       (unsigned long long)blk,
-			       (unsigned long long)(blk + count - 1));
-	return si_journal_block(c->h->journal, blk, count, c->old, buf);
 }
 
 /* ---- crc32c: the inode checksum is on the hot path ---- */
@@ -210,17 +191,38 @@ static uint64_t get64(const unsigned char *p)
 }
 
 #if defined(__x86_64__)
-/* Advances every lane over bytes [off, off + len) of its inode. */
+/*
+ * Advances every lane over bytes [off, off + len) of its inode.  The
+ * four chains are named, so that they stay in registers: through the
+ * arrays, each step went through memory (the compiler cannot tell crc
+ * from raw) and the chains no longer overlapped.
+ */
+_Static_assert(CSUM_LANES == 4, "lanes_hw() has four chains");
 __attribute__((target("sse4.2")))
 static void lanes_hw(uint64_t crc[CSUM_LANES], unsigned char *const raw[CSUM_LANES],
 		     size_t off, size_t len)
 {
-	for (; len >= 8; off += 8, len -= 8)
-		for (int l = 0; l < CSUM_LANES; l++)
-			crc[l] = __builtin_ia32_crc32di(crc[l], get64(raw[l] + off));
-	for (; len; off++, len--)
-		for (int l = 0; l < CSUM_LANES; l++)
-			crc[l] = __builtin_ia32_crc32qi((uint32_t)crc[l], raw[l][off]);
+	const unsigned char *p0 = raw[0] + off, *p1 = raw[1] + off;
+	const unsigned char *p2 = raw[2] + off, *p3 = raw[3] + off;
+	uint64_t c0 = crc[0], c1 = crc[1], c2 = crc[2], c3 = crc[3];
+	size_t i = 0;
+
+	for (; len - i >= 8; i += 8) {
+		c0 = __builtin_ia32_crc32di(c0, get64(p0 + i));
+		c1 = __builtin_ia32_crc32di(c1, get64(p1 + i));
+		c2 = __builtin_ia32_crc32di(c2, get64(p2 + i));
+		c3 = __builtin_ia32_crc32di(c3, get64(p3 + i));
+	}
+	for (; i < len; i++) {
+		c0 = __builtin_ia32_crc32qi((uint32_t)c0, p0[i]);
+		c1 = __builtin_ia32_crc32qi((uint32_t)c1, p1[i]);
+		c2 = __builtin_ia32_crc32qi((uint32_t)c2, p2[i]);
+		c3 = __builtin_ia32_crc32qi((uint32_t)c3, p3[i]);
+	}
+	crc[0] = c0;
+	crc[1] = c1;
+	crc[2] = c2;
+	crc[3] = c3;
 }
 
 __attribute__((target("sse4.2")))
@@ -274,16 +276,19 @@ static void csum_batch(const struct e4_ctx *c, const struct csum_batch *b,
 	uint64_t crc[CSUM_LANES];
 	unsigned int isz = c->isz;
 
+	unsigned char pre[CSUM_LANES][8], *prep[CSUM_LANES];
+
 	for (int l = 0; l < CSUM_LANES; l++) {
 		unsigned int i = (unsigned int)l < b->n ? (unsigned int)l : 0;
-		unsigned char pre[8];
 		uint32_t inum = htole32(b->ino[i]);
 
 		raw[l] = b->raw[i];
-		memcpy(pre, &inum, 4);
-		memcpy(pre + 4, raw[l] + I_GENERATION, 4);
-		crc[l] = e4_crc32c(c->seed, pre, 8);
+		memcpy(pre[l], &inum, 4);
+		memcpy(pre[l] + 4, raw[l] + I_GENERATION, 4);
+		prep[l] = pre[l];
+		crc[l] = c->seed;
 	}
+	lanes(crc, prep, 0, 8);		/* the inode number and generation first */
 	lanes(crc, raw, 0, I_CSUM_LO);
 	for (int l = 0; l < CSUM_LANES; l++)
 		crc[l] = step16(crc[l], 0);
@@ -372,6 +377,7 @@ static void csum_tables(struct e4_ctx *c)
 
 static void owner_save(const unsigned char *raw, unsigned char old[8])
 {
+#pragma GCC unroll 8
 	for (int k = 0; k < 8; k++)
 		old[k] = raw[owner_bytes[k]];
 }
@@ -382,6 +388,7 @@ static void csum_patch(const struct e4_ctx *c, unsigned char *raw,
 {
 	uint32_t crc = get16(raw + I_CSUM_LO) | (uint32_t)get16(raw + I_CSUM_HI) << 16;
 
+#pragma GCC unroll 8
 	for (int k = 0; k < 8; k++)
 		crc ^= c->ctab[k][old[k] ^ raw[owner_bytes[k]]];
 	put16(raw + I_CSUM_LO, (uint16_t)crc);
@@ -1124,16 +1131,43 @@ static void put_id(unsigned char *raw, unsigned int lo, unsigned int hi, uint32_
 	put16(raw + hi, (uint16_t)(id >> 16));
 }
 
+/*
+ * si_shift_id(), remembered for the ids the map covers (an image holds
+ * few owners, met once per inode and pass); an unmapped id is looked up
+ * every time, so that the tally counts it.
+ */
+static __attribute__((noinline)) int shift_id_lookup(struct e4_ctx *c, enum si_kind k,
+						     uint32_t id, uint32_t *out)
+{
+	int res = si_shift_id(&c->h->rules, k, id, out, c->replay ? NULL : &c->h->tally);
+
+	if (!(res & SI_UNMAPPED))
+		c->idc[k][id % E4_IDC] = (struct e4_idc){
+			.id = id, .to = *out, .res = res, .valid = true,
+		};
+	return res;
+}
+
+static inline int shift_id(struct e4_ctx *c, enum si_kind k, uint32_t id, uint32_t *out)
+{
+	const struct e4_idc *m = &c->idc[k][id % E4_IDC];
+
+	if (m->valid && m->id == id) {
+		*out = m->to;
+		return m->res;
+	}
+	return shift_id_lookup(c, k, id, out);
+}
+
 static int shift_owner(struct e4_ctx *c, unsigned char *raw)
 {
-	struct si_tally *t = c->replay ? NULL : &c->h->tally;
 	uint32_t uid = get_id(raw, I_UID, I_UID_HIGH);
 	uint32_t gid = get_id(raw, I_GID, I_GID_HIGH);
 	uint32_t nuid, ngid;
 	int res;
 
-	res = si_shift_id(&c->h->rules, SI_KUID, uid, &nuid, t);
-	res |= si_shift_id(&c->h->rules, SI_KGID, gid, &ngid, t);
+	res = shift_id(c, SI_KUID, uid, &nuid);
+	res |= shift_id(c, SI_KGID, gid, &ngid);
 	if (res & SI_CHANGED) {
 		put_id(raw, I_UID, I_UID_HIGH, nuid);
 		put_id(raw, I_GID, I_GID_HIGH, ngid);
@@ -1362,7 +1396,9 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	body = shift_ibody(c, ino, raw);
 	if (body < 0)
 		return body;
-	blk = ext2fs_file_acl_block(c->fs, (struct ext2_inode *)raw);
+	blk = get32(raw + I_FILE_ACL);
+	if (ext2fs_has_feature_64bit(c->fs->super))
+		blk |= (blk64_t)get16(raw + I_FILE_ACL_HIGH) << 32;
 	if (blk) {
 		ea = ea_visit(c, ino, blk);
 		if (ea < 0)
@@ -1994,7 +2030,6 @@ static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 	free(c->meta);
 	free(c->ibits);
 	free(c->scratch);
-	free(c->old);
 	e4_quota_free(c);
 }
 
@@ -2027,8 +2062,6 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 		return si_unmapped_refuse(c->h, c->name);
 	if (c->h->tally.privileged && si_check_privileged(c->h))
 		return si_privileged_refuse(c->h, c->name);
-	if (c->h->journal)
-		si_journal_blocks(c->h->journal, c->bsz, write_now, c);
 	err = write_runs(c, rs);
 	if (!err && (c->ea_nr || c->nr_new) && !(tmp = malloc(c->bsz)))
 		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);

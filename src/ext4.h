@@ -77,6 +77,14 @@ struct e4_ctx {
 	bool have_ctab;
 	uint32_t ctab[8][256];		/* crc32c of each owner byte's change */
 
+	/* Owner and group ids the map covers, as si_shift_id() gave them. */
+#define E4_IDC	256
+	struct e4_idc {
+		uint32_t id, to;
+		int res;
+		bool valid;
+	} idc[2][E4_IDC];
+
 	/* Inodes in use: a flat copy of the inode bitmap. */
 	unsigned char *ibits;
 
@@ -114,8 +122,6 @@ struct e4_ctx {
 	/* Scratch for xattr areas: one block plus values moved aside. */
 	unsigned char *scratch;
 	uint64_t writes;		/* blocks written */
-	unsigned char *old;		/* blocks as they were, for the journal */
-	size_t old_cap;
 };
 
 /* ext4.c: the one place that writes a run of blocks in place. */
