@@ -445,6 +445,8 @@ static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
 
 	if (parse_offset(c, &off) < 0)
 		return -EINVAL;
+	c->fd = fd;
+	c->offset = off;
 	if (off)
 		snprintf(opts, sizeof(opts), "offset=%" PRIu64, off);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -1837,6 +1839,14 @@ static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
 			err = shift_run(c, r, buf) < 0 ? -EIO : 0;
 		if (!err)
 			err = e4_write_blocks(c, r->blk, r->nblk, buf);
+		/*
+		 * The disk writes the run while the next ones are shifted,
+		 * instead of all of them in the final flush.  Only written
+		 * pages start: with a journal, those of committed batches.
+		 */
+		if (!err)
+			sync_file_range(c->fd, (off64_t)(c->offset + r->blk * c->bsz),
+					(off64_t)r->nblk * c->bsz, SYNC_FILE_RANGE_WRITE);
 	}
 	c->replay = false;
 	return err;

@@ -67,6 +67,8 @@ struct e4_ctx {
 	struct shiftimg *h;
 	const char *name;		/* the target as the user named it */
 	ext2_filsys fs;
+	int fd;				/* the image, for starting writeback */
+	uint64_t offset;		/* of the filesystem in it (--offset) */
 	bool apply;			/* SI_PASS_APPLY */
 	bool replay;			/* recomputing a block not kept in memory */
 	bool listing;			/* report changed objects */
