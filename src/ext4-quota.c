@@ -7,7 +7,9 @@
  * a shift the file is built again: records are read from the old tree,
  * their ids shifted (usage and limits travel with them, records that
  * land on the same id are added up), and a new tree is laid out.
- * Project quota is left alone: idmapped mounts do not map project ids.
+ * Project ids are not shifted (idmapped mounts do not map them), so the
+ * project quota file is left alone, unless EA blocks allocated for
+ * spilled values must be charged to it, as to the other two.
  */
 #include <endian.h>
 #include <errno.h>
@@ -31,7 +33,10 @@
 #define R_CURSPACE	48
 #define R_ITIME		64
 
-static const uint32_t qf_magic[2] = { 0xd9c01f11u, 0xd9c01927u };
+/* User, group, project: the indexes of c->quota and e4_spill.id. */
+#define QF_PRJ		2
+static const uint32_t qf_magic[3] = { 0xd9c01f11u, 0xd9c01927u, 0xd9c03f14u };
+static const char *const qf_which[3] = { "user", "group", "project" };
 
 static uint32_t get32(const unsigned char *p)
 {
@@ -63,6 +68,7 @@ static void put64(unsigned char *p, uint64_t v)
 
 struct qrec {
 	uint32_t id;
+	bool charge;			/* usage added for new EA blocks */
 	unsigned char raw[QF_REC];
 };
 
@@ -114,6 +120,7 @@ static int add_rec(struct qread *q, const unsigned char *raw)
 		q->cap = cap;
 	}
 	q->recs[q->nr].id = get32(raw + R_ID);
+	q->recs[q->nr].charge = false;
 	memcpy(q->recs[q->nr].raw, raw, QF_REC);
 	q->nr++;
 	return 0;
@@ -168,22 +175,53 @@ static int read_tree(struct qread *q, uint32_t blk, int depth)
 	return 0;
 }
 
+/* By id; a charge after the record it adds to, which keeps its limits. */
 static int rec_cmp(const void *a, const void *b)
 {
 	const struct qrec *x = a, *y = b;
 
-	return x->id < y->id ? -1 : x->id > y->id;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return (int)x->charge - (int)y->charge;
+}
+
+/*
+ * One charge record per EA block allocated for a spilled inode (whose
+ * ids are already shifted): the fold below adds it to the id's usage.
+ */
+static int add_charges(struct qread *q, int k)
+{
+	struct e4_ctx *c = q->c;
+	uint64_t bytes = EXT2_CLUSTER_SIZE(c->fs->super);
+
+	for (size_t i = 0; i < c->nr_spill; i++) {
+		unsigned char raw[QF_REC] = { 0 };
+		int err;
+
+		if (c->spill[i].from)
+			continue;
+		put32(raw + R_ID, c->spill[i].id[k]);
+		put64(raw + R_CURSPACE, bytes);
+		err = add_rec(q, raw);
+		if (err)
+			return err;
+		q->recs[q->nr - 1].charge = true;
+	}
+	return 0;
 }
 
 /* Shifts the ids, then folds records that met on one id together. */
-static size_t shift_recs(struct e4_ctx *c, struct qrec *r, size_t n, enum si_kind k)
+static size_t shift_recs(struct e4_ctx *c, struct qrec *r, size_t n, int k)
 {
 	size_t out = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t to;
+		uint32_t to = r[i].id;
 
-		si_shift_id(&c->h->rules, k, r[i].id, &to, NULL);
+		if (r[i].charge)
+			continue;
+		if (k != QF_PRJ)
+			si_shift_id(&c->h->rules, (enum si_kind)k, r[i].id, &to, NULL);
 		if (rec_empty(r[i].raw))
 			put64(r[i].raw + R_ITIME, 0);
 		r[i].id = to;
@@ -318,9 +356,9 @@ static int read_file(struct e4_ctx *c, ext2_ino_t ino, const char *which,
 	return 0;
 }
 
-static int plan_one(struct e4_ctx *c, enum si_kind k, ext2_ino_t ino)
+static int plan_one(struct e4_ctx *c, int k, ext2_ino_t ino)
 {
-	const char *which = k == SI_KUID ? "user" : "group";
+	const char *which = qf_which[k];
 	struct qread q = { .c = c, .which = which };
 	struct qbuild b = { 0 };
 	unsigned char *file = NULL;
@@ -344,6 +382,8 @@ static int plan_one(struct e4_ctx *c, enum si_kind k, ext2_ino_t ino)
 	q.seen = calloc(q.nblk ? q.nblk : 1, 1);
 	err = q.seen ? read_tree(&q, 1, 0) :
 		si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	if (!err)
+		err = add_charges(&q, k);
 	if (!err) {
 		q.nr = shift_recs(c, q.recs, q.nr, k);
 		err = build(c, file, q.recs, q.nr, &b);
@@ -362,6 +402,14 @@ out_free:
 	return err;
 }
 
+static bool have_charges(const struct e4_ctx *c)
+{
+	for (size_t i = 0; i < c->nr_spill; i++)
+		if (!c->spill[i].from)
+			return true;
+	return false;
+}
+
 int e4_quota_plan(struct e4_ctx *c)
 {
 	struct ext2_super_block *sb = c->fs->super;
@@ -373,6 +421,8 @@ int e4_quota_plan(struct e4_ctx *c)
 		err = plan_one(c, SI_KUID, sb->s_usr_quota_inum);
 	if (!err && sb->s_grp_quota_inum)
 		err = plan_one(c, SI_KGID, sb->s_grp_quota_inum);
+	if (!err && sb->s_prj_quota_inum && have_charges(c))
+		err = plan_one(c, QF_PRJ, sb->s_prj_quota_inum);
 	return err;
 }
 
@@ -407,7 +457,7 @@ int e4_quota_write(struct e4_ctx *c)
 {
 	errcode_t err;
 
-	if (!c->quota[0].buf && !c->quota[1].buf)
+	if (!c->quota[0].buf && !c->quota[1].buf && !c->quota[2].buf)
 		return 0;
 	/*
 	 * The inode tables were rewritten under libext2fs: its cached
@@ -418,7 +468,7 @@ int e4_quota_write(struct e4_ctx *c)
 		err = ext2fs_read_bitmaps(c->fs);
 	if (err)
 		return e4_fail(c, err, "reading the bitmaps");
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 3; k++) {
 		int e = c->quota[k].buf ? write_one(c, &c->quota[k]) : 0;
 
 		if (e)
@@ -429,6 +479,6 @@ int e4_quota_write(struct e4_ctx *c)
 
 void e4_quota_free(struct e4_ctx *c)
 {
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < 3; k++)
 		free(c->quota[k].buf);
 }

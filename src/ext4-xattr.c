@@ -5,12 +5,17 @@
  * Only three kinds of value change: POSIX ACLs (ext4's compact format,
  * same length), security.capability (v2 grows to v3 by 4 bytes, v3 may
  * shrink back to v2) and user.containers.override_stat (its decimal ids
- * change length).  When a length changes, every value of the area is
- * packed again from its end; entries keep their order and names, so a
- * sorted EA block stays sorted.
+ * change length).  When a length changes, the values below it move, as
+ * the kernel lays them out; entries keep their order and names, so a
+ * sorted EA block stays sorted.  A grown value that no longer fits
+ * leaves the area with its entry, as the kernel would move it: from the
+ * inode body to an EA block, or from an unshared EA block to the inode
+ * body; ext4.c decides where it goes.
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ext4.h"
@@ -201,6 +206,79 @@ static void count_value(struct e4_ctx *c, enum si_xattr_kind k)
 		st->override_stat++;
 }
 
+/* ---- entries on the move ---- */
+
+#define MV_HDR	6	/* index, name length, value size */
+
+static int moved_add(struct e4_ctx *c, struct e4_moved *m, const unsigned char *e,
+		     const unsigned char *val, uint32_t size)
+{
+	size_t need = MV_HDR + e[E_NAME_LEN] + (size_t)size;
+	unsigned char *p;
+
+	if (m->len + need > m->cap) {
+		size_t cap = (m->len + need) * 2;
+
+		p = realloc(m->buf, cap);
+		if (!p)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		m->buf = p;
+		m->cap = cap;
+	}
+	p = m->buf + m->len;
+	p[0] = e[E_NAME_INDEX];
+	p[1] = e[E_NAME_LEN];
+	put32(p + 2, size);
+	memcpy(p + MV_HDR, e + E_NAME, e[E_NAME_LEN]);
+	memcpy(p + MV_HDR + e[E_NAME_LEN], val, size);
+	m->len += need;
+	m->nr++;
+	return 0;
+}
+
+/* The record after p, or NULL at the end. */
+static const unsigned char *moved_next(const struct e4_moved *m,
+				       const unsigned char *p)
+{
+	p = p ? p + MV_HDR + p[1] + get32(p + 2) : m->buf;
+	return p && p < m->buf + m->len ? p : NULL;
+}
+
+const char *e4_moved_names(const struct e4_moved *m)
+{
+	const unsigned char *p = moved_next(m, NULL);
+	unsigned char e[E_NAME + 255];
+
+	if (!p || m->nr != 1)
+		return "security.capability and override_stat";
+	e[E_NAME_INDEX] = p[0];
+	e[E_NAME_LEN] = p[1];
+	memcpy(e + E_NAME, p + MV_HDR, p[1]);
+	return kind_name(entry_kind(e));
+}
+
+bool e4_moved_same(const struct e4_moved *a, const struct e4_moved *b)
+{
+	return a->len == b->len && !memcmp(a->buf, b->buf, a->len);
+}
+
+int e4_moved_copy(struct e4_ctx *c, struct e4_moved *to, const struct e4_moved *from)
+{
+	to->buf = malloc(from->len ? from->len : 1);
+	if (!to->buf)
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	memcpy(to->buf, from->buf, from->len);
+	to->len = to->cap = from->len;
+	to->nr = from->nr;
+	return 0;
+}
+
+void e4_moved_free(struct e4_moved *m)
+{
+	free(m->buf);
+	*m = (struct e4_moved){ 0 };
+}
+
 /*
  * Packs every value again from the end of the area, in entry order;
  * fails (changing nothing) if they no longer fit after the entries.
@@ -318,6 +396,60 @@ static int resize_in_place(struct xa_ent *ents, int n, unsigned char *base,
 	return 0;
 }
 
+/*
+ * Takes entry i and its value out of the area, as the kernel removes
+ * one: the values below it move up, the entries after it move down.
+ */
+static void remove_entry(struct xa_ent *ents, int *n, int i, unsigned char *base,
+			 unsigned char **last)
+{
+	unsigned char *e = ents[i].e;
+	unsigned int elen = XA_ENTRY_LEN(e[E_NAME_LEN]);
+	size_t min = (size_t)-1;
+
+	for (int j = 0; j < *n; j++)
+		if (stored(&ents[j]) && ents[j].offs < min)
+			min = ents[j].offs;
+	if (stored(&ents[i]))
+		make_room(ents, *n, i, base, &min, -(long)XA_PAD(ents[i].size));
+	memmove(e, e + elen, (size_t)(*last + 4 - (e + elen)));
+	memset(*last + 4 - elen, 0, elen);
+	*last -= elen;
+	for (int j = i + 1; j < *n; j++)
+		ents[j].e -= elen;
+	memmove(&ents[i], &ents[i + 1], (size_t)(*n - i - 1) * sizeof(*ents));
+	(*n)--;
+}
+
+/*
+ * Resizes the changed values; when they do not fit, takes the growing
+ * entries out one at a time, in entry order, into out, until the rest
+ * fits.  Returns 0, E4_MOVED, or -ENOSPC with nothing changed.
+ */
+static int resize_or_move(struct e4_ctx *c, struct xa_ent *ents, int *n,
+			  unsigned char *base, unsigned char *last,
+			  unsigned char *end, struct e4_moved *out)
+{
+	int moved = 0;
+
+	/* Repacking every value finds the room gaps between them hold. */
+	while (resize_in_place(ents, *n, base, last, end) < 0 &&
+	       repack(c, ents, *n, base, last, end) < 0) {
+		int i;
+
+		for (i = 0; i < *n; i++)
+			if (ents[i].nval && XA_PAD(ents[i].nsize) > XA_PAD(ents[i].size))
+				break;
+		if (!out || i == *n)
+			return -ENOSPC;
+		if (moved_add(c, out, ents[i].e, ents[i].nval, ents[i].nsize) < 0)
+			return -ENOMEM;
+		remove_entry(ents, n, i, base, &last);
+		moved = E4_MOVED;
+	}
+	return moved;
+}
+
 /* Computes the new values into the scratch space after the area copy. */
 static int shift_values(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 			struct xa_ent *ents, int n, unsigned char *base,
@@ -354,14 +486,36 @@ static int shift_values(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 	return res;
 }
 
+/* The refusal for a grown value with nowhere to go. */
+static int no_room(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
+		   enum e4_area kind, const unsigned char *base)
+{
+	char what[256];
+
+	if (kind == E4_AREA_BLOCK && get32(base + 4) > 1)
+		snprintf(what, sizeof(what),
+			 "no room for the grown security.capability or override_stat value in this EA block, shared by %u inodes (a shared block is not copied for a value that outgrows it)",
+			 get32(base + 4));
+	else if (kind == E4_AREA_BLOCK && c->isz <= EXT2_GOOD_OLD_INODE_SIZE)
+		snprintf(what, sizeof(what),
+			 "no room for the grown security.capability or override_stat value in this EA block (128-byte inodes hold no xattrs)");
+	else if (kind == E4_AREA_BLOCK)
+		snprintf(what, sizeof(what),
+			 "no room for the grown security.capability or override_stat value in this EA block, nor in the inode");
+	else
+		snprintf(what, sizeof(what),
+			 "no room for the grown security.capability or override_stat value");
+	return area_error(c, ino, blk, ENOSPC, what);
+}
+
 int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		  enum e4_area kind, unsigned char *base, unsigned char *first,
-		  unsigned char *end)
+		  unsigned char *end, struct e4_moved *out)
 {
 	struct xa_ent ents[(65536 - XA_HDR_SIZE) / XA_ENTRY_SIZE];
 	unsigned char *last;
 	bool resize = false;
-	int n, res;
+	int n, res, moved = 0;
 
 	n = walk_entries(base, first, end, ents, sizeof(ents) / sizeof(ents[0]),
 			 &last);
@@ -375,11 +529,12 @@ int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		for (int i = 0; i < n; i++)
 			if (ents[i].nval)
 				memcpy(base + ents[i].offs, ents[i].nval, ents[i].nsize);
-	} else if (resize_in_place(ents, n, base, last, end) < 0 &&
-		   /* Repacking every value finds the room gaps between them hold. */
-		   repack(c, ents, n, base, last, end) < 0) {
-		return area_error(c, ino, blk, ENOSPC,
-				  "no room for the grown security.capability or override_stat value");
+	} else {
+		moved = resize_or_move(c, ents, &n, base, last, end, out);
+		if (moved == -ENOMEM)
+			return moved;
+		if (moved < 0)
+			return no_room(c, ino, blk, kind, base);
 	}
 
 	for (int i = 0; i < n; i++) {
@@ -393,15 +548,37 @@ int e4_xattr_area(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		put32(ents[i].e + E_HASH,
 		      ext2fs_ext_attr_hash_entry(e, base + ents[i].offs));
 	}
-	return res;
+	return res | moved;
+}
+
+/* The terminating entry of an area (already walked, so well formed). */
+static unsigned char *last_entry(unsigned char *first)
+{
+	while (get32(first) != 0)
+		first += XA_ENTRY_LEN(first[E_NAME_LEN]);
+	return first;
+}
+
+void e4_xattr_block_seal(struct e4_ctx *c, blk64_t blk, unsigned char *buf,
+			 bool hash)
+{
+	struct ext2_ext_attr_header *hdr = (void *)buf;
+
+	/*
+	 * The block hash folds the entry hashes; mbcache shares by it.
+	 * libext2fs writes blocks with no hash (never shared): keep that.
+	 */
+	if (hash || get32(buf + 12))
+		ext2fs_ext_attr_block_rehash(hdr, (struct ext2_ext_attr_entry *)
+					     last_entry(buf + XA_HDR_SIZE));
+	if (c->csum)
+		ext2fs_ext_attr_block_csum_set(c->fs, 0, blk, hdr);
 }
 
 int e4_xattr_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
-		   unsigned char *buf)
+		   unsigned char *buf, struct e4_moved *out)
 {
 	struct ext2_ext_attr_header *hdr = (void *)buf;
-	unsigned char *end = buf + c->bsz;
-	unsigned char *last;
 	int res;
 
 	if (get32(buf) != XA_MAGIC || get32(buf + 8) != 1)
@@ -409,20 +586,81 @@ int e4_xattr_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 	if (c->csum && !ext2fs_ext_attr_block_csum_verify(c->fs, ino, blk, hdr))
 		return area_error(c, ino, blk, EUCLEAN, "checksum does not match");
 
-	res = e4_xattr_area(c, ino, blk, E4_AREA_BLOCK, buf, buf + XA_HDR_SIZE, end);
-	if (res <= 0 || !(res & SI_CHANGED))
-		return res;
-
-	/*
-	 * The block hash folds the entry hashes; mbcache shares by it.
-	 * libext2fs writes blocks with no hash (never shared): keep that.
-	 */
-	last = buf + XA_HDR_SIZE;
-	while (get32(last) != 0)
-		last += XA_ENTRY_LEN(last[E_NAME_LEN]);
-	if (get32(buf + 12))
-		ext2fs_ext_attr_block_rehash(hdr, (struct ext2_ext_attr_entry *)last);
-	if (c->csum)
-		ext2fs_ext_attr_block_csum_set(c->fs, ino, blk, hdr);
+	/* A shared block's values belong to every inode sharing it. */
+	res = e4_xattr_area(c, ino, blk, E4_AREA_BLOCK, buf, buf + XA_HDR_SIZE,
+			    buf + c->bsz, get32(buf + 4) == 1 ? out : NULL);
+	if (res > 0 && (res & SI_CHANGED))
+		e4_xattr_block_seal(c, blk, buf, false);
 	return res;
+}
+
+void e4_xattr_block_init(unsigned char *buf, unsigned int bsz)
+{
+	memset(buf, 0, bsz);
+	put32(buf, XA_MAGIC);
+	put32(buf + 4, 1);	/* h_refcount */
+	put32(buf + 8, 1);	/* h_blocks */
+}
+
+static int name_cmp(const unsigned char *rec, const unsigned char *e)
+{
+	if (rec[0] != e[E_NAME_INDEX])
+		return rec[0] < e[E_NAME_INDEX] ? -1 : 1;
+	if (rec[1] != e[E_NAME_LEN])
+		return rec[1] < e[E_NAME_LEN] ? -1 : 1;
+	return memcmp(rec + MV_HDR, e + E_NAME, rec[1]);
+}
+
+/* Writes one record's entry at e and its value just below *min. */
+static void put_entry(unsigned char *base, unsigned char *e, size_t *min,
+		      const unsigned char *rec)
+{
+	uint32_t size = get32(rec + 2);
+	unsigned int elen = XA_ENTRY_LEN(rec[1]);
+
+	*min -= XA_PAD(size);
+	memset(base + *min, 0, XA_PAD(size));
+	memcpy(base + *min, rec + MV_HDR + rec[1], size);
+	memset(e, 0, elen);
+	e[E_NAME_LEN] = rec[1];
+	e[E_NAME_INDEX] = rec[0];
+	put16(e + E_VALUE_OFFS, (uint16_t)*min);
+	put32(e + E_VALUE_SIZE, size);
+	memcpy(e + E_NAME, rec + MV_HDR, rec[1]);
+	put32(e + E_HASH, ext2fs_ext_attr_hash_entry((struct ext2_ext_attr_entry *)e,
+						     base + *min));
+}
+
+int e4_xattr_insert(enum e4_area kind, unsigned char *base,
+		    unsigned char *first, unsigned char *end,
+		    const struct e4_moved *m)
+{
+	struct xa_ent ents[(65536 - XA_HDR_SIZE) / XA_ENTRY_SIZE];
+	unsigned char *last;
+	size_t min = (size_t)(end - base), need = 0;
+	const unsigned char *rec;
+	int n;
+
+	n = walk_entries(base, first, end, ents, sizeof(ents) / sizeof(ents[0]), &last);
+	if (n < 0)
+		return -EUCLEAN;
+	for (int i = 0; i < n; i++)
+		if (stored(&ents[i]) && ents[i].offs < min)
+			min = ents[i].offs;
+	for (rec = moved_next(m, NULL); rec; rec = moved_next(m, rec))
+		need += XA_ENTRY_LEN(rec[1]) + XA_PAD(get32(rec + 2));
+	if (min < (size_t)(last + 4 - base) || min - (size_t)(last + 4 - base) < need)
+		return -ENOSPC;
+	for (rec = moved_next(m, NULL); rec; rec = moved_next(m, rec)) {
+		unsigned int elen = XA_ENTRY_LEN(rec[1]);
+		unsigned char *at = last;
+
+		if (kind == E4_AREA_BLOCK)
+			for (at = first; at < last && name_cmp(rec, at) > 0;)
+				at += XA_ENTRY_LEN(at[E_NAME_LEN]);
+		memmove(at + elen, at, (size_t)(last + 4 - at));
+		put_entry(base, at, &min, rec);
+		last += elen;
+	}
+	return 0;
 }

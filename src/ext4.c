@@ -36,20 +36,30 @@
 #include "ext4.h"
 #include "journal.h"
 
-#define RUN_MAX		(8u << 20)	/* bytes of inode table per read */
+/*
+ * Bytes of inode table per read: a run stays in the CPU's cache from
+ * the read's copy to the shift (and to the journal's copy of it); 8 MiB
+ * runs were a cache miss per inode, twice.
+ */
+#define RUN_MAX		(1u << 20)
 #define BUDGET_MAX	((size_t)1 << 30)
 
 /* Inode field offsets (struct ext2_inode_large, little endian). */
 #define I_UID		2
 #define I_GID		24
 #define I_LINKS		26
+#define I_BLOCKS	28
 #define I_FLAGS		32
 #define I_GENERATION	100
+#define I_FILE_ACL	104
+#define I_BLOCKS_HIGH	116
+#define I_FILE_ACL_HIGH	118
 #define I_UID_HIGH	120
 #define I_GID_HIGH	122
 #define I_CSUM_LO	124
 #define I_EXTRA_ISIZE	128
 #define I_CSUM_HI	130
+#define I_PROJID	156
 #define XA_MAGIC	0xEA020000u
 
 static uint16_t get16(const unsigned char *p)
@@ -74,6 +84,12 @@ static void put16(unsigned char *p, uint16_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
+static void put32(unsigned char *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
 /* ---- errors and the write path ---- */
 
 int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
@@ -91,11 +107,15 @@ int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
 
 /*
  * Every in-place write of the backend goes through here: runs of
- * inode-table blocks and single EA blocks.  A journal hooks in here.
+ * inode-table blocks and single EA blocks.  The image is open through
+ * the journal's io_manager (journal-io.c), which journals every write
+ * below libext2fs, these as well as the bitmaps, quota files and
+ * superblocks the library writes, with the old bytes it kept from the
+ * read of the same run: nothing is read back here.
  */
-static int write_now(void *arg, uint64_t blk, unsigned int count, const void *buf)
+int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
+		    const void *buf)
 {
-	struct e4_ctx *c = arg;
 	errcode_t err;
 
 	err = io_channel_write_blk64(c->fs->io, blk, (int)count, buf);
@@ -105,17 +125,6 @@ static int write_now(void *arg, uint64_t blk, unsigned int count, const void *bu
 			       (unsigned long long)(blk + count - 1));
 	c->writes += count;
 	return 0;
-}
-
-/*
- * With a journal, the image is open through the journal's I/O layer
- * (journal.h): it reads the old bytes itself and records them with the
- * new before the write is issued.
- */
-int e4_write_blocks(struct e4_ctx *c, blk64_t blk, unsigned int count,
-		    const void *buf)
-{
-	return write_now(c, blk, count, buf);
 }
 
 /* ---- crc32c: the inode checksum is on the hot path ---- */
@@ -182,17 +191,38 @@ static uint64_t get64(const unsigned char *p)
 }
 
 #if defined(__x86_64__)
-/* Advances every lane over bytes [off, off + len) of its inode. */
+/*
+ * Advances every lane over bytes [off, off + len) of its inode.  The
+ * four chains are named, so that they stay in registers: through the
+ * arrays, each step went through memory (the compiler cannot tell crc
+ * from raw) and the chains no longer overlapped.
+ */
+_Static_assert(CSUM_LANES == 4, "lanes_hw() has four chains");
 __attribute__((target("sse4.2")))
 static void lanes_hw(uint64_t crc[CSUM_LANES], unsigned char *const raw[CSUM_LANES],
 		     size_t off, size_t len)
 {
-	for (; len >= 8; off += 8, len -= 8)
-		for (int l = 0; l < CSUM_LANES; l++)
-			crc[l] = __builtin_ia32_crc32di(crc[l], get64(raw[l] + off));
-	for (; len; off++, len--)
-		for (int l = 0; l < CSUM_LANES; l++)
-			crc[l] = __builtin_ia32_crc32qi((uint32_t)crc[l], raw[l][off]);
+	const unsigned char *p0 = raw[0] + off, *p1 = raw[1] + off;
+	const unsigned char *p2 = raw[2] + off, *p3 = raw[3] + off;
+	uint64_t c0 = crc[0], c1 = crc[1], c2 = crc[2], c3 = crc[3];
+	size_t i = 0;
+
+	for (; len - i >= 8; i += 8) {
+		c0 = __builtin_ia32_crc32di(c0, get64(p0 + i));
+		c1 = __builtin_ia32_crc32di(c1, get64(p1 + i));
+		c2 = __builtin_ia32_crc32di(c2, get64(p2 + i));
+		c3 = __builtin_ia32_crc32di(c3, get64(p3 + i));
+	}
+	for (; i < len; i++) {
+		c0 = __builtin_ia32_crc32qi((uint32_t)c0, p0[i]);
+		c1 = __builtin_ia32_crc32qi((uint32_t)c1, p1[i]);
+		c2 = __builtin_ia32_crc32qi((uint32_t)c2, p2[i]);
+		c3 = __builtin_ia32_crc32qi((uint32_t)c3, p3[i]);
+	}
+	crc[0] = c0;
+	crc[1] = c1;
+	crc[2] = c2;
+	crc[3] = c3;
 }
 
 __attribute__((target("sse4.2")))
@@ -246,16 +276,19 @@ static void csum_batch(const struct e4_ctx *c, const struct csum_batch *b,
 	uint64_t crc[CSUM_LANES];
 	unsigned int isz = c->isz;
 
+	unsigned char pre[CSUM_LANES][8], *prep[CSUM_LANES];
+
 	for (int l = 0; l < CSUM_LANES; l++) {
 		unsigned int i = (unsigned int)l < b->n ? (unsigned int)l : 0;
-		unsigned char pre[8];
 		uint32_t inum = htole32(b->ino[i]);
 
 		raw[l] = b->raw[i];
-		memcpy(pre, &inum, 4);
-		memcpy(pre + 4, raw[l] + I_GENERATION, 4);
-		crc[l] = e4_crc32c(c->seed, pre, 8);
+		memcpy(pre[l], &inum, 4);
+		memcpy(pre[l] + 4, raw[l] + I_GENERATION, 4);
+		prep[l] = pre[l];
+		crc[l] = c->seed;
 	}
+	lanes(crc, prep, 0, 8);		/* the inode number and generation first */
 	lanes(crc, raw, 0, I_CSUM_LO);
 	for (int l = 0; l < CSUM_LANES; l++)
 		crc[l] = step16(crc[l], 0);
@@ -344,6 +377,7 @@ static void csum_tables(struct e4_ctx *c)
 
 static void owner_save(const unsigned char *raw, unsigned char old[8])
 {
+#pragma GCC unroll 8
 	for (int k = 0; k < 8; k++)
 		old[k] = raw[owner_bytes[k]];
 }
@@ -354,6 +388,7 @@ static void csum_patch(const struct e4_ctx *c, unsigned char *raw,
 {
 	uint32_t crc = get16(raw + I_CSUM_LO) | (uint32_t)get16(raw + I_CSUM_HI) << 16;
 
+#pragma GCC unroll 8
 	for (int k = 0; k < 8; k++)
 		crc ^= c->ctab[k][old[k] ^ raw[owner_bytes[k]]];
 	put16(raw + I_CSUM_LO, (uint16_t)crc);
@@ -410,6 +445,8 @@ static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
 
 	if (parse_offset(c, &off) < 0)
 		return -EINVAL;
+	c->fd = fd;
+	c->offset = off;
 	if (off)
 		snprintf(opts, sizeof(opts), "offset=%" PRIu64, off);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -422,6 +459,14 @@ static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
 				c->name);
 	if (err)
 		return e4_fail(c, err, "opening the filesystem");
+	/*
+	 * When the superblock is written (EA blocks allocated for spilled
+	 * values), libext2fs stamps s_wtime with fs->now or the clock: the
+	 * image's own time keeps a run, and a run redone after a crash,
+	 * giving the same bytes.
+	 */
+	c->fs->now = (time_t)c->fs->super->s_wtime |
+		     (time_t)c->fs->super->s_wtime_hi << 32;
 	c->isz = EXT2_INODE_SIZE(c->fs->super);
 	c->bsz = c->fs->blocksize;
 	c->csum = ext2fs_has_feature_metadata_csum(c->fs->super);
@@ -563,8 +608,29 @@ static bool read_dev(const char *path, dev_t *dev)
 	return true;
 }
 
-/* Collects the loop devices backed by the image, and their partitions. */
-static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
+/*
+ * Is the block device held exclusively, as a mounted filesystem holds
+ * it?  A mount in another mount namespace (one a container or a test
+ * copied) is in no mountinfo this process can read.
+ */
+static bool dev_busy(const char *name)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/%s", name);
+	fd = open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 && errno == EBUSY;
+}
+
+/*
+ * Collects the loop devices backed by the image, and their partitions;
+ * busy gets the name of one the kernel holds ("" if none).
+ */
+static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max,
+			   char *busy, size_t size)
 {
 	char path[1024], back[4096];
 	struct dirent *de;
@@ -590,10 +656,18 @@ static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max)
 		snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
 		if (read_dev(path, &devs[n]))
 			n++;
+		if (!*busy && dev_busy(name))
+			snprintf(busy, size, "%s", name);
 		for (int p = 1; p < 64 && n < max; p++) {
-			snprintf(path, sizeof(path), "/sys/block/%s/%sp%d/dev", name, name, p);
-			if (read_dev(path, &devs[n]))
-				n++;
+			char part[300];
+
+			snprintf(part, sizeof(part), "%sp%d", name, p);
+			snprintf(path, sizeof(path), "/sys/block/%s/%s/dev", name, part);
+			if (!read_dev(path, &devs[n]))
+				continue;
+			n++;
+			if (!*busy && dev_busy(part))
+				snprintf(busy, size, "%s", part);
 		}
 	}
 	closedir(d);
@@ -604,7 +678,7 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 {
 	dev_t devs[64];
 	size_t n = 0;
-	char *mnt;
+	char *mnt, busy[300] = "";
 
 	if (S_ISBLK(t->st.st_mode)) {
 		/* An exclusive open fails while the kernel holds the device. */
@@ -616,7 +690,8 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 			close(fd);
 		devs[n++] = t->st.st_rdev;
 	} else {
-		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]));
+		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]),
+				 busy, sizeof(busy));
 	}
 	mnt = find_mount(devs, n, &t->st);
 	if (mnt) {
@@ -626,6 +701,10 @@ static int check_mounted(struct e4_ctx *c, const struct si_target *t)
 		free(mnt);
 		return err;
 	}
+	if (*busy)
+		return si_error(c->h, EBUSY,
+				"%s: /dev/%s, a loop device on it, is in use (mounted, perhaps in another mount namespace); nothing was changed",
+				c->name, busy);
 	return 0;
 }
 
@@ -966,7 +1045,10 @@ static int ea_grow(struct e4_ctx *c)
 	return 0;
 }
 
-/* Reads one EA block and shifts it in buf. */
+/*
+ * Reads one EA block and shifts it in buf.  Values that outgrow an
+ * unshared block go to c->pull, for the inode body, if inodes have one.
+ */
 static int ea_compute(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 		      unsigned char *buf)
 {
@@ -974,7 +1056,9 @@ static int ea_compute(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 
 	if (err)
 		return e4_fail(c, err, "reading EA block %llu", (unsigned long long)blk);
-	return e4_xattr_block(c, ino, blk, buf);
+	c->pull.len = c->pull.nr = 0;
+	return e4_xattr_block(c, ino, blk, buf,
+			      c->isz > EXT2_GOOD_OLD_INODE_SIZE ? &c->pull : NULL);
 }
 
 /* Keeps a shifted block if the budget allows; replays it otherwise. */
@@ -1004,6 +1088,8 @@ static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
 	if (e->blk) {
 		if ((e->res & SI_UNMAPPED) && !c->replay)
 			c->h->tally.pending = true;
+		if (!c->replay)
+			e->nref++;
 		return (int)e->res;
 	}
 	res = check_ea_blk(c, ino, blk);
@@ -1013,12 +1099,22 @@ static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
 	if (!buf)
 		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	res = ea_compute(c, ino, blk, buf);
+	if (res >= 0 && (res & E4_MOVED)) {
+		/* Its grown values go to the body of the one inode using it. */
+		e->edit = calloc(1, sizeof(*e->edit));
+		if (!e->edit || e4_moved_copy(c, &e->edit->pulled, &c->pull) < 0) {
+			free(e->edit);
+			e->edit = NULL;
+			res = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		}
+	}
 	if (res < 0) {
 		free(buf);
 		return res;
 	}
 	e->blk = blk;
 	e->res = (unsigned int)res;
+	e->nref = 1;
 	e->buf = res & SI_CHANGED ? keep(c, buf, c->bsz) : (free(buf), NULL);
 	c->ea_nr++;
 	return res;
@@ -1037,16 +1133,43 @@ static void put_id(unsigned char *raw, unsigned int lo, unsigned int hi, uint32_
 	put16(raw + hi, (uint16_t)(id >> 16));
 }
 
+/*
+ * si_shift_id(), remembered for the ids the map covers (an image holds
+ * few owners, met once per inode and pass); an unmapped id is looked up
+ * every time, so that the tally counts it.
+ */
+static __attribute__((noinline)) int shift_id_lookup(struct e4_ctx *c, enum si_kind k,
+						     uint32_t id, uint32_t *out)
+{
+	int res = si_shift_id(&c->h->rules, k, id, out, c->replay ? NULL : &c->h->tally);
+
+	if (!(res & SI_UNMAPPED))
+		c->idc[k][id % E4_IDC] = (struct e4_idc){
+			.id = id, .to = *out, .res = res, .valid = true,
+		};
+	return res;
+}
+
+static inline int shift_id(struct e4_ctx *c, enum si_kind k, uint32_t id, uint32_t *out)
+{
+	const struct e4_idc *m = &c->idc[k][id % E4_IDC];
+
+	if (m->valid && m->id == id) {
+		*out = m->to;
+		return m->res;
+	}
+	return shift_id_lookup(c, k, id, out);
+}
+
 static int shift_owner(struct e4_ctx *c, unsigned char *raw)
 {
-	struct si_tally *t = c->replay ? NULL : &c->h->tally;
 	uint32_t uid = get_id(raw, I_UID, I_UID_HIGH);
 	uint32_t gid = get_id(raw, I_GID, I_GID_HIGH);
 	uint32_t nuid, ngid;
 	int res;
 
-	res = si_shift_id(&c->h->rules, SI_KUID, uid, &nuid, t);
-	res |= si_shift_id(&c->h->rules, SI_KGID, gid, &ngid, t);
+	res = shift_id(c, SI_KUID, uid, &nuid);
+	res |= shift_id(c, SI_KGID, gid, &ngid);
 	if (res & SI_CHANGED) {
 		put_id(raw, I_UID, I_UID_HIGH, nuid);
 		put_id(raw, I_GID, I_GID_HIGH, ngid);
@@ -1070,7 +1193,154 @@ static int shift_ibody(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	hdr = raw + EXT2_GOOD_OLD_INODE_SIZE + extra;
 	if (c->isz - EXT2_GOOD_OLD_INODE_SIZE - extra < 8 || get32(hdr) != XA_MAGIC)
 		return 0;
-	return e4_xattr_area(c, ino, 0, E4_AREA_INODE, hdr + 4, hdr + 4, raw + c->isz);
+	return e4_xattr_area(c, ino, 0, E4_AREA_INODE, hdr + 4, hdr + 4, raw + c->isz,
+			     &c->out);
+}
+
+/* ---- values that outgrow their place ---- */
+
+/* A refusal naming the inode by its path (read only for the message). */
+static int refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
+{
+	char path[4096], what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	e4_path(c, ino, path, sizeof(path));
+	return si_error(c->h, err, "%s: %s: %s; nothing was changed", c->name, path, what);
+}
+
+/*
+ * The inode body's xattr area, set up empty if the inode has none yet
+ * (the kernel's i_extra_isize leaves it room); false if it has no room.
+ */
+static bool ibody_area(const struct e4_ctx *c, unsigned char *raw,
+		       unsigned char **base, unsigned char **end)
+{
+	unsigned int extra;
+	unsigned char *hdr;
+
+	if (c->isz <= EXT2_GOOD_OLD_INODE_SIZE)
+		return false;
+	extra = get16(raw + I_EXTRA_ISIZE);
+	if (!extra || c->isz - EXT2_GOOD_OLD_INODE_SIZE - extra < 8)
+		return false;
+	hdr = raw + EXT2_GOOD_OLD_INODE_SIZE + extra;
+	if (get32(hdr) != XA_MAGIC) {
+		memset(hdr, 0, (size_t)(raw + c->isz - hdr));
+		put32(hdr, XA_MAGIC);
+	}
+	*base = hdr + 4;
+	*end = raw + c->isz;
+	return true;
+}
+
+/* Moves the values that outgrew an unshared EA block into the inode body. */
+static int pull_into_body(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw,
+			  const struct e4_edit *ed)
+{
+	unsigned char *save = c->scratch, *base, *end;
+
+	memcpy(save, raw, c->isz);
+	if (ibody_area(c, raw, &base, &end) &&
+	    !e4_xattr_insert(E4_AREA_INODE, base, base, end, &ed->pulled))
+		return 0;
+	memcpy(raw, save, c->isz);
+	return refuse_ino(c, ino, ENOSPC,
+			  "the grown %s value fits neither in its full EA block nor in the inode",
+			  e4_moved_names(&ed->pulled));
+}
+
+/* Planning: notes an inode whose grown values leave its body. */
+static int spill_record(struct e4_ctx *c, ext2_ino_t ino, const unsigned char *raw,
+			blk64_t from)
+{
+	struct e4_spill *s;
+
+	if (c->nr_spill == c->cap_spill) {
+		size_t cap = c->cap_spill ? c->cap_spill * 2 : 64;
+
+		s = realloc(c->spill, cap * sizeof(*s));
+		if (!s)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		c->spill = s;
+		c->cap_spill = cap;
+	}
+	s = &c->spill[c->nr_spill];
+	*s = (struct e4_spill){
+		.ino = ino, .from = from,
+		.id = { get_id(raw, I_UID, I_UID_HIGH), get_id(raw, I_GID, I_GID_HIGH) },
+	};
+	if (c->isz >= I_PROJID + 4 &&
+	    get16(raw + I_EXTRA_ISIZE) >= I_PROJID + 4 - EXT2_GOOD_OLD_INODE_SIZE)
+		s->id[2] = get32(raw + I_PROJID);
+	if (e4_moved_copy(c, &s->m, &c->out) < 0)
+		return -ENOMEM;
+	c->nr_spill++;
+	return 0;
+}
+
+static const struct e4_spill *spill_find(const struct e4_ctx *c, ext2_ino_t ino)
+{
+	size_t lo = 0, hi = c->nr_spill;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (c->spill[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->nr_spill && c->spill[lo].ino == ino ? &c->spill[lo] : NULL;
+}
+
+/* Adds one cluster to i_blocks, in the unit the inode counts in. */
+static void iblocks_add_cluster(const struct e4_ctx *c, unsigned char *raw)
+{
+	ext2_filsys fs = c->fs;
+	bool huge = ext2fs_has_feature_huge_file(fs->super);
+	uint64_t n = get32(raw + I_BLOCKS);
+
+	if (huge)
+		n |= (uint64_t)get16(raw + I_BLOCKS_HIGH) << 32;
+	n += (uint64_t)EXT2FS_CLUSTER_RATIO(fs) *
+	     (huge && (get32(raw + I_FLAGS) & EXT4_HUGE_FILE_FL) ? 1 : c->bsz / 512);
+	put32(raw + I_BLOCKS, (uint32_t)n);
+	if (huge)
+		put16(raw + I_BLOCKS_HIGH, (uint16_t)(n >> 32));
+}
+
+/* Writing: points a spilling inode at the EA block planned for it. */
+static int spill_apply(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
+{
+	const struct e4_spill *s = spill_find(c, ino);
+
+	if (!s)
+		return si_error(c->h, EIO, "%s: inode %u: spill not planned", c->name, ino);
+	put32(raw + I_FILE_ACL, (uint32_t)s->to);
+	if (ext2fs_has_feature_64bit(c->fs->super))
+		put16(raw + I_FILE_ACL_HIGH, (uint16_t)(s->to >> 32));
+	if (!s->from)
+		iblocks_add_cluster(c, raw);
+	return 0;
+}
+
+/* Grown values left the inode body (body) or its EA block (ea). */
+static int move_entries(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw,
+			blk64_t blk, int body, int ea)
+{
+	if ((body & E4_MOVED) && (ea & E4_MOVED))
+		return refuse_ino(c, ino, ENOSPC,
+				  "grown security.capability or override_stat values fit neither in the inode nor in its EA block");
+	if (ea & E4_MOVED)
+		return pull_into_body(c, ino, raw, ea_lookup(c, blk)->edit);
+	return c->replay ? spill_apply(c, ino, raw) : spill_record(c, ino, raw, blk);
 }
 
 /* Inodes are named by number: the scan never reads directories. */
@@ -1124,14 +1394,24 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	int own, body, ea = 0;
 
 	own = shift_owner(c, raw);
+	c->out.len = c->out.nr = 0;
 	body = shift_ibody(c, ino, raw);
 	if (body < 0)
 		return body;
-	blk = ext2fs_file_acl_block(c->fs, (struct ext2_inode *)raw);
+	blk = get32(raw + I_FILE_ACL);
+	if (ext2fs_has_feature_64bit(c->fs->super))
+		blk |= (blk64_t)get16(raw + I_FILE_ACL_HIGH) << 32;
 	if (blk) {
 		ea = ea_visit(c, ino, blk);
 		if (ea < 0)
 			return ea;
+	}
+	if ((body | ea) & E4_MOVED) {
+		int err = move_entries(c, ino, raw, blk, body, ea);
+
+		if (err < 0)
+			return err;
+		body |= SI_CHANGED;
 	}
 	if (!c->replay) {
 		st->objects++;
@@ -1316,6 +1596,226 @@ static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 	return 0;
 }
 
+/* ---- where spilled values go ---- */
+
+#define REFCOUNT_MAX	1024	/* the kernel shares an EA block no further */
+
+/* The shifted contents of a known EA block, before any edit. */
+static int ea_base(struct e4_ctx *c, const struct e4_ea *e, unsigned char *buf)
+{
+	int res;
+
+	if (e->buf) {
+		memcpy(buf, e->buf, c->bsz);
+		return 0;
+	}
+	c->replay = true;
+	res = ea_compute(c, 0, e->blk, buf);
+	c->replay = false;
+	return res < 0 ? res : 0;
+}
+
+/* Would an EA block holding buf take the entries m too?  buf changes. */
+static bool fits(const struct e4_ctx *c, unsigned char *buf, const struct e4_moved *m)
+{
+	return !e4_xattr_insert(E4_AREA_BLOCK, buf, buf + E4_XA_HDR, buf + c->bsz, m);
+}
+
+/*
+ * Picks a free block near the inode, as the kernel does, and marks it
+ * in the in-memory bitmap only: the counts, descriptors and bitmaps on
+ * disk change when the block is written (write_new()).
+ */
+static int new_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t from, uint32_t refs,
+		     const struct e4_moved *m, blk64_t *blk)
+{
+	ext2_filsys fs = c->fs;
+	blk64_t goal = ext2fs_group_first_block2(fs, ext2fs_group_of_ino(fs, ino));
+	errcode_t err;
+
+	if (c->nr_new == c->cap_new) {
+		size_t cap = c->cap_new ? c->cap_new * 2 : 16;
+		struct e4_newblk *nb = realloc(c->newblk, cap * sizeof(*nb));
+
+		if (!nb)
+			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		c->newblk = nb;
+		c->cap_new = cap;
+	}
+	err = ext2fs_new_block2(fs, goal, NULL, blk);
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL)
+		return refuse_ino(c, ino, ENOSPC,
+				  "no free block for the EA block its grown %s value needs",
+				  e4_moved_names(m));
+	if (err)
+		return e4_fail(c, err, "allocating an EA block");
+	ext2fs_mark_block_bitmap2(fs->block_map, *blk);
+	c->newblk[c->nr_new++] = (struct e4_newblk){ *blk, from, refs, m };
+	return 0;
+}
+
+/* New blocks for inodes moving the same entries, shared as far as the kernel shares. */
+static int spread(struct e4_ctx *c, struct e4_spill **sp, size_t n, blk64_t from)
+{
+	for (size_t i = 0; i < n; i += REFCOUNT_MAX) {
+		size_t k = n - i < REFCOUNT_MAX ? n - i : REFCOUNT_MAX;
+		blk64_t blk;
+		int err = new_block(c, sp[i]->ino, from, (uint32_t)k, &sp[i]->m, &blk);
+
+		if (err)
+			return err;
+		for (size_t j = i; j < i + k; j++)
+			sp[j]->to = blk;
+	}
+	return 0;
+}
+
+/* The end of the run of spills from sp[a] that move the same entries. */
+static size_t same_end(struct e4_spill **sp, size_t a, size_t n)
+{
+	size_t b = a + 1;
+
+	while (b < n && e4_moved_same(&sp[a]->m, &sp[b]->m))
+		b++;
+	return b;
+}
+
+/* Inodes without an EA block: one new block per set of entries. */
+static int plan_fresh(struct e4_ctx *c, struct e4_spill **sp, size_t n,
+		      unsigned char *buf)
+{
+	for (size_t a = 0, b; a < n; a = b) {
+		int err;
+
+		b = same_end(sp, a, n);
+		e4_xattr_block_init(buf, c->bsz);
+		if (!fits(c, buf, &sp[a]->m))
+			return refuse_ino(c, sp[a]->ino, ENOSPC,
+					  "its grown %s value does not fit in an EA block",
+					  e4_moved_names(&sp[a]->m));
+		err = spread(c, sp + a, b - a, 0);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Inodes using one EA block.  When all of its users move the same
+ * entries, the block takes them in place and stays shared; otherwise
+ * the kernel would copy it on write: those that move get a copy with
+ * their entries, shared among them, and the block counts them out.
+ */
+static int plan_from(struct e4_ctx *c, struct e4_spill **sp, size_t n,
+		     unsigned char *buf, unsigned char *tmp)
+{
+	blk64_t from = sp[0]->from;
+	struct e4_ea *e = ea_lookup(c, from);
+	size_t keep = n, b;
+	uint32_t refs;
+	bool ok;
+	int err;
+
+	if (e->blk != from)
+		return si_error(c->h, EIO, "%s: EA block %llu was not planned", c->name,
+				(unsigned long long)from);
+	err = ea_base(c, e, buf);
+	if (err)
+		return err;
+	refs = get32(buf + 4);
+	/* When every user moves, the largest set keeps the block. */
+	if (n == e->nref)
+		for (size_t a = 0, most = 0; a < n; a = b) {
+			b = same_end(sp, a, n);
+			if (b - a > most) {
+				most = b - a;
+				keep = a;
+			}
+		}
+	if (!e->edit && !(e->edit = calloc(1, sizeof(*e->edit))))
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	for (size_t a = 0; a < n; a = b) {
+		b = same_end(sp, a, n);
+		memcpy(tmp, buf, c->bsz);
+		ok = fits(c, tmp, &sp[a]->m);
+		if (!ok && refs > 1)
+			return refuse_ino(c, sp[a]->ino, ENOSPC,
+					  "the inode has no room for its grown %s value, and its EA block %llu, shared by %u inodes, has none either (nor would a copy of it)",
+					  e4_moved_names(&sp[a]->m), (unsigned long long)from, refs);
+		if (!ok)
+			return refuse_ino(c, sp[a]->ino, ENOSPC,
+					  "the grown %s value fits neither in the inode nor in its EA block %llu",
+					  e4_moved_names(&sp[a]->m), (unsigned long long)from);
+		if (a == keep) {
+			e->edit->add = &sp[a]->m;
+			for (size_t j = a; j < b; j++)
+				sp[j]->to = from;
+			continue;
+		}
+		err = spread(c, sp + a, b - a, from);
+		if (err)
+			return err;
+		e->edit->drop += (uint32_t)(b - a);
+	}
+	if (e->edit->drop && e->edit->drop >= refs)
+		return refuse_ino(c, sp[0]->ino, EUCLEAN,
+				  "its EA block %llu counts %u users, but %u inodes use it (run e2fsck)",
+				  (unsigned long long)from, refs, e->nref);
+	return 0;
+}
+
+static int spill_cmp(const void *pa, const void *pb)
+{
+	const struct e4_spill *x = *(const struct e4_spill *const *)pa;
+	const struct e4_spill *y = *(const struct e4_spill *const *)pb;
+	int r;
+
+	if (x->from != y->from)
+		return x->from < y->from ? -1 : 1;
+	if (x->m.len != y->m.len)
+		return x->m.len < y->m.len ? -1 : 1;
+	r = memcmp(x->m.buf, y->m.buf, x->m.len);
+	if (r)
+		return r;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/*
+ * Decides, before anything is written, the EA block each spilling
+ * inode ends up with, grouped by the block it has and what it moves.
+ */
+static int plan_spills(struct e4_ctx *c)
+{
+	size_t n = c->nr_spill;
+	struct e4_spill **sp;
+	unsigned char *buf;
+	int err = 0;
+
+	if (!n)
+		return 0;
+	if (!c->have_bbitmap && (err = build_meta(c)))
+		return err;
+	sp = malloc(n * sizeof(*sp));
+	buf = malloc(2 * (size_t)c->bsz);
+	if (!sp || !buf) {
+		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+		goto out_free;
+	}
+	for (size_t i = 0; i < n; i++)
+		sp[i] = &c->spill[i];
+	qsort(sp, n, sizeof(*sp), spill_cmp);
+	for (size_t a = 0, b; !err && a < n; a = b) {
+		for (b = a + 1; b < n && sp[b]->from == sp[a]->from; b++)
+			;
+		err = sp[a]->from ? plan_from(c, sp + a, b - a, buf, buf + c->bsz) :
+				    plan_fresh(c, sp + a, b - a, buf);
+	}
+out_free:
+	free(buf);
+	free(sp);
+	return err;
+}
+
 /* ---- writing ---- */
 
 /*
@@ -1339,35 +1839,83 @@ static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
 			err = shift_run(c, r, buf) < 0 ? -EIO : 0;
 		if (!err)
 			err = e4_write_blocks(c, r->blk, r->nblk, buf);
+		/*
+		 * The disk writes the run while the next ones are shifted,
+		 * instead of all of them in the final flush.  Only written
+		 * pages start: with a journal, those of committed batches.
+		 */
+		if (!err)
+			sync_file_range(c->fd, (off64_t)(c->offset + r->blk * c->bsz),
+					(off64_t)r->nblk * c->bsz, SYNC_FILE_RANGE_WRITE);
 	}
 	c->replay = false;
 	return err;
 }
 
-static int write_ea(struct e4_ctx *c)
+/* The final contents of a known EA block: shifted, then edited as planned. */
+static int ea_final(struct e4_ctx *c, const struct e4_ea *e, unsigned char *buf)
 {
-	unsigned char *tmp = NULL;
+	int err = ea_base(c, e, buf);
+
+	if (err || !e->edit)
+		return err;
+	if (e->edit->add && !fits(c, buf, e->edit->add))
+		return si_error(c->h, EIO, "%s: EA block %llu: planned entries do not fit",
+				c->name, (unsigned long long)e->blk);
+	put32(buf + 4, get32(buf + 4) - e->edit->drop);
+	e4_xattr_block_seal(c, e->blk, buf, false);
+	return 0;
+}
+
+static int write_ea(struct e4_ctx *c, unsigned char *tmp)
+{
 	int err = 0;
 
 	for (size_t i = 0; !err && i < c->ea_cap; i++) {
 		struct e4_ea *e = &c->ea[i];
 
-		if (!e->blk || !(e->res & SI_CHANGED))
+		if (!e->blk || (!(e->res & SI_CHANGED) && !e->edit))
 			continue;
-		if (e->buf) {
+		if (e->buf && !e->edit) {
 			err = e4_write_blocks(c, e->blk, 1, e->buf);
 			continue;
 		}
-		if (!tmp && !(tmp = malloc(c->bsz)))
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		c->replay = true;
-		err = ea_compute(c, 0, e->blk, tmp);
-		c->replay = false;
-		if (err >= 0)
+		err = ea_final(c, e, tmp);
+		if (!err)
 			err = e4_write_blocks(c, e->blk, 1, tmp);
 	}
-	free(tmp);
-	return err < 0 ? err : 0;
+	return err;
+}
+
+/*
+ * The blocks allocated for spilled entries: the entries alone, or a
+ * copy of the shared block they leave with the entries added.  Their
+ * allocation reaches the bitmaps, group descriptors and superblock
+ * libext2fs writes when the image is closed.
+ */
+static int write_new(struct e4_ctx *c, unsigned char *buf)
+{
+	for (size_t i = 0; i < c->nr_new; i++) {
+		const struct e4_newblk *nb = &c->newblk[i];
+		int err = 0;
+
+		if (nb->from)
+			err = ea_base(c, ea_lookup(c, nb->from), buf);
+		else
+			e4_xattr_block_init(buf, c->bsz);
+		if (!err && !fits(c, buf, nb->m))
+			err = si_error(c->h, EIO, "%s: EA block %llu: planned entries do not fit",
+				       c->name, (unsigned long long)nb->blk);
+		if (err)
+			return err;
+		put32(buf + 4, nb->refs);
+		e4_xattr_block_seal(c, nb->blk, buf, true);
+		ext2fs_block_alloc_stats2(c->fs, nb->blk, +1);
+		err = e4_write_blocks(c, nb->blk, 1, buf);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 /* ---- the copy for -o OUT ---- */
@@ -1476,13 +2024,22 @@ static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 {
 	free(rs->r);
 	free(c->run);
-	for (size_t i = 0; i < c->ea_cap; i++)
+	for (size_t i = 0; i < c->ea_cap; i++) {
 		free(c->ea[i].buf);
+		if (c->ea[i].edit)
+			e4_moved_free(&c->ea[i].edit->pulled);
+		free(c->ea[i].edit);
+	}
 	free(c->ea);
+	for (size_t i = 0; i < c->nr_spill; i++)
+		e4_moved_free(&c->spill[i].m);
+	free(c->spill);
+	free(c->newblk);
+	e4_moved_free(&c->out);
+	e4_moved_free(&c->pull);
 	free(c->meta);
 	free(c->ibits);
 	free(c->scratch);
-	free(c->old);
 	e4_quota_free(c);
 }
 
@@ -1500,23 +2057,29 @@ static int plan(struct e4_ctx *c, const struct si_target *t, struct e4_runs *rs)
 	if (!err)
 		err = plan_inodes(c, rs);
 	if (!err)
+		err = plan_spills(c);
+	if (!err)
 		err = e4_quota_plan(c);
 	return err;
 }
 
 static int apply(struct e4_ctx *c, struct e4_runs *rs)
 {
+	unsigned char *tmp = NULL;
 	int err;
 
 	if (c->h->rules.unmapped == SHIFTIMG_UNMAPPED_FAIL && c->h->tally.st.unmapped)
 		return si_unmapped_refuse(c->h, c->name);
 	if (c->h->tally.privileged && si_check_privileged(c->h))
 		return si_privileged_refuse(c->h, c->name);
-	if (c->h->journal)
-		si_journal_blocks(c->h->journal, c->bsz, write_now, c);
 	err = write_runs(c, rs);
+	if (!err && (c->ea_nr || c->nr_new) && !(tmp = malloc(c->bsz)))
+		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	if (!err)
-		err = write_ea(c);
+		err = write_ea(c, tmp);
+	if (!err)
+		err = write_new(c, tmp);
+	free(tmp);
 	/* The quota files are written by libext2fs, after everything journaled. */
 	if (!err)
 		err = si_journal_flush(c->h->journal);
@@ -1541,8 +2104,11 @@ static errcode_t close_fs(struct e4_ctx *c)
 {
 	errcode_t err = 0, cerr;
 
-	/* Quota files that moved change bitmaps, descriptors and counts. */
-	if (c->quota[0].buf || c->quota[1].buf)
+	/*
+	 * Quota files that moved, and EA blocks allocated for spilled
+	 * values, change bitmaps, descriptors and counts.
+	 */
+	if (c->quota[0].buf || c->quota[1].buf || c->quota[2].buf || c->nr_new)
 		return ext2fs_close2(c->fs, 0);
 	if (c->fs->flags & EXT2_FLAG_RW) {
 		err = io_channel_flush(c->fs->io);

@@ -14,7 +14,7 @@
 
 #include <ext2fs/ext2fs.h>
 
-#define RUN_MAX	(8u << 20)
+#define RUN_MAX	(1u << 20)
 
 static int run(int fd, unsigned int bsz, blk64_t blk, unsigned int n,
 	       unsigned char *buf)

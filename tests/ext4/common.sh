@@ -1,5 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Helpers for the ext4 tests (source it after tests/lib.sh).
+#   private_mounts      runs the test again in a mount namespace of its
+#                       own (call it first): a copy of its loop mounts in
+#                       another namespace (the machine's init namespace
+#                       keeps some while other tests run) would keep a
+#                       filesystem alive, writing to its image, past
+#                       our umount
 #   small_tree DIR      a few files for mke2fs -d: owners below and above
 #                       65536, a named-user ACL, a v2 capability, setuid
 #   same_as_idmapped IMG ORIG MAP [MOUNT-OPTS]
@@ -8,6 +14,11 @@
 #                       range), and its override_stat values hold ORIG's
 #                       ids mapped (the kernel does not map those); prints
 #                       the difference and fails otherwise
+private_mounts() {
+	[ -n "${SHIFTIMG_PRIVATE_MOUNTS:-}" ] && return 0
+	SHIFTIMG_PRIVATE_MOUNTS=1 exec unshare -m --propagation private sh "$0"
+}
+
 small_tree() {
 	mkdir -p "$1/etc" "$1/home/alice" "$1/data"
 	echo root >"$1/etc/passwd"
