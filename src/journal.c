@@ -268,7 +268,8 @@ static int reserve(struct si_journal *j, size_t more)
 	if (j->kind != J_EXT4) {
 		p = realloc(j->buf, cap);
 	} else if ((p = big_alloc(&cap))) {
-		memcpy(p, j->buf, j->len);
+		if (j->len)
+			memcpy(p, j->buf, j->len);
 		free(j->buf);
 	}
 	if (!p)
@@ -1819,7 +1820,8 @@ static unsigned char *arena_slot(struct si_journal *j, size_t len)
 		a = big_alloc(&cap);
 		if (!a)
 			return NULL;
-		memcpy(a, b->arena, b->bytes);
+		if (b->bytes)
+			memcpy(a, b->arena, b->bytes);
 		free(b->arena);
 		b->arena = a;
 		b->arena_cap = cap;
