@@ -965,8 +965,8 @@ static int apply_plan(struct shiftimg *h)
 }
 
 /* Visits the root itself, then walks below it. */
-static int tree_shift(struct shiftimg *h, const struct si_target *t,
-		      enum si_pass pass)
+static int walk_tree(struct shiftimg *h, const struct si_target *t,
+		     enum si_pass pass)
 {
 	struct walk w = {
 		.h = h, .r = &h->rules, .pass = pass,
@@ -981,8 +981,6 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	size_t saved;
 	int fd, err;
 
-	if (pass == SI_PASS_APPLY && h->journal)
-		return apply_plan(h);
 	if (!xa)
 		return si_error(h, ENOMEM, "out of memory");
 	root.xa = o.xa = xa;
@@ -1034,6 +1032,14 @@ static int tree_shift(struct shiftimg *h, const struct si_target *t,
 	if (h->tally.st.errors)
 		return -EIO;	/* the message of the first is on the handle */
 	return 0;
+}
+
+static int tree_shift(struct shiftimg *h, const struct si_target *t,
+		      enum si_pass pass)
+{
+	if (pass == SI_PASS_APPLY && h->journal)
+		return apply_plan(h);
+	return walk_tree(h, t, pass);
 }
 
 static bool tree_probe(const struct si_target *t)
