@@ -1708,16 +1708,21 @@ static void put_ranges(struct ranges *r, unsigned char *buf,
 		put_range(r, buf, new, base, start, end, len);
 }
 
+/* A size the tests may make small through the environment. */
+static size_t tunable(const char *var, size_t dflt)
+{
+	const char *s = getenv(var);
+
+	return s && atoi(s) > 0 ? (size_t)atoi(s) : dflt;
+}
+
 /* Writes per commit; SHIFTIMG_JOURNAL_BATCH makes batches small for tests. */
 static size_t batch_recs(void)
 {
 	static size_t n;
-	const char *s;
 
-	if (!n) {
-		s = getenv("SHIFTIMG_JOURNAL_BATCH");
-		n = s && atoi(s) > 0 ? (size_t)atoi(s) : BATCH_RECS;
-	}
+	if (!n)
+		n = tunable("SHIFTIMG_JOURNAL_BATCH", BATCH_RECS);
 	return n;
 }
 
@@ -1725,12 +1730,9 @@ static size_t batch_recs(void)
 static size_t large_min(void)
 {
 	static size_t n;
-	const char *s;
 
-	if (!n) {
-		s = getenv("SHIFTIMG_JOURNAL_LARGE");
-		n = s && atoi(s) > 0 ? (size_t)atoi(s) : LARGE_MIN;
-	}
+	if (!n)
+		n = tunable("SHIFTIMG_JOURNAL_LARGE", LARGE_MIN);
 	return n;
 }
 
