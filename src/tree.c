@@ -12,9 +12,13 @@
  * finds the queue full walks the subdirectory itself, depth first, so
  * the number of open descriptors follows the depth of the tree and the
  * queue, never its size.  Memory follows the number of hard-linked
- * inodes (the set that shifts each one once), not the number of files;
- * the note of inodes with id-bearing xattrs that the check pass leaves
- * for the apply pass is a filter of a fixed size (128 KB).
+ * inodes (the set that shifts each one once), not the number of files.
+ *
+ * A journaled run walks once: the check pass writes the plan to the
+ * journal, and the apply pass replays it from there (journal.c).  An
+ * unjournaled run that is checked first walks twice; the note of inodes
+ * with id-bearing xattrs that its check pass leaves for the apply pass
+ * is a filter of a fixed size (128 KB).
  */
 #include <dirent.h>
 #include <errno.h>
