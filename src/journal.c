@@ -50,9 +50,9 @@
 #define BUF_FLUSH	(1u << 20)	/* tree: journal bytes kept before a write(2) */
 #define BUF_EXT4	(4u << 20)	/* ext4: the buffer's first size */
 #define BUF_MAX		(64u << 20)	/* ext4: journal bytes kept before a write(2) */
-#define BATCH_BYTES	(32u << 20)	/* ext4: queued in-place bytes per commit */
+#define BATCH_BYTES	(8u << 20)	/* ext4: queued in-place bytes per commit */
 #define BATCH_RECS	4096		/* ext4: queued writes per commit */
-#define LARGE_MIN	(256u << 10)	/* ext4: a write this large ends its batch */
+#define RING		4		/* ext4: batches in flight, and the open one */
 #define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */
 #define RANGE_GAP	2		/* unchanged bytes merged into a range */
 #define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
@@ -70,6 +70,7 @@ struct pending {
 
 /* ext4: a batch of writes, whose records go out with one commit. */
 struct batch {
+	off_t jend;			/* the journal's end at its commit */
 	struct pending *q;
 	size_t nr, cap;
 	/*
@@ -123,12 +124,13 @@ struct si_journal {
 	void *backend_arg;
 	si_journal_read_fn *read_fn;	/* reads what blocks hold now */
 	/*
-	 * The batch of writes: open while its records are made; then in
-	 * flight, committed with its sync under way, until the next write
-	 * or a flush waits for the sync and issues its writes.
+	 * A ring of batches of writes: nfl of them in flight from bt[head]
+	 * on, oldest first, each committed with its sync under way (or
+	 * done) and its writes not issued yet; then the open one, whose
+	 * records are being made.
 	 */
-	struct batch b;
-	bool in_flight;
+	struct batch bt[RING];
+	unsigned int head, nfl;
 	struct syncer sync;
 
 	char *stamp_old;		/* the stamp before the run */
@@ -449,22 +451,30 @@ static int sync_start(struct si_journal *j)
 	return 0;
 }
 
-/* Waits for the sync sync_start() began. */
-static int sync_wait(struct si_journal *j)
+/*
+ * Whether the journal's first to bytes are synced: 1 if so, 0 if not
+ * yet (wait: false), or an error.  wait: true waits for it.
+ */
+static int sync_wait(struct si_journal *j, off_t to, bool wait)
 {
 	struct syncer *s = &j->sync;
 	off_t done;
 	int err;
 
+	if (j->synced >= to)
+		return 1;
 	if (!s->running)
-		return 0;	/* synced in sync_start() */
+		return 1;	/* synced in sync_start() */
 	pthread_mutex_lock(&s->lock);
-	while (s->done != s->want)
+	while (wait && s->done < to && !s->err)
 		pthread_cond_wait(&s->cond, &s->lock);
 	done = s->done;
 	err = s->err;
 	pthread_mutex_unlock(&s->lock);
-	return synced(j, done, err);
+	if (!err && done < to)
+		return 0;
+	err = synced(j, done, err);
+	return err ? err : 1;
 }
 
 static void sync_stop(struct si_journal *j)
@@ -1726,13 +1736,13 @@ static size_t batch_recs(void)
 	return n;
 }
 
-/* Writes of this size and more end a batch; SHIFTIMG_JOURNAL_LARGE for tests. */
-static size_t large_min(void)
+/* Bytes of writes per commit; SHIFTIMG_JOURNAL_BYTES for tests. */
+static size_t batch_bytes(void)
 {
 	static size_t n;
 
 	if (!n)
-		n = tunable("SHIFTIMG_JOURNAL_LARGE", LARGE_MIN);
+		n = tunable("SHIFTIMG_JOURNAL_BYTES", BATCH_BYTES);
 	return n;
 }
 
@@ -1755,54 +1765,96 @@ static int issue(struct si_journal *j, uint64_t blk, unsigned int count,
 	return err;
 }
 
-/* Issues the writes of a batch whose commit is synced. */
+/*
+ * Issues the writes of a batch whose commit is synced, and starts the
+ * disk on them, so that the image's final sync has less left to do.
+ */
 static int drain(struct si_journal *j, struct batch *b)
 {
 	int err = 0;
 
 	for (size_t i = 0; i < b->nr && !err; i++)
 		err = issue(j, b->q[i].blk, b->q[i].count, b->arena + b->q[i].at);
+	for (size_t i = 0; i < b->nr && !err; i++)
+		if (b->q[i].count > 1)
+			sync_file_range(j->t->fd, (off64_t)(j->offset + b->q[i].blk * j->bsz),
+					(off64_t)b->q[i].count * j->bsz,
+					SYNC_FILE_RANGE_WRITE);
 	b->nr = 0;
 	b->bytes = 0;
 	return err;
 }
 
+static struct batch *open_batch(struct si_journal *j)
+{
+	return &j->bt[(j->head + j->nfl) % RING];
+}
+
 /*
- * Commits the batch: its records and a commit record go out in one
- * write(2), and their sync is started; the batch is then in flight.
+ * Batches in flight at most: one under fault injection, so that the
+ * write and sync points come in the same order in every run.
+ */
+static unsigned int ring_depth(void)
+{
+	return fault_active() ? 1 : RING - 1;
+}
+
+/*
+ * Issues the writes of the oldest batches in flight whose commit is
+ * synced, oldest first, so that a block written twice ends up with its
+ * newest bytes.  With wait, waits for the oldest one's sync first; with
+ * all, goes on until none is left in flight.
+ */
+static int land(struct si_journal *j, bool wait, bool all)
+{
+	while (j->nfl) {
+		struct batch *b = &j->bt[j->head];
+		int ret;
+
+		ret = sync_wait(j, b->jend, wait || all);
+		if (ret <= 0)
+			return ret;
+		ret = drain(j, b);
+		j->head = (j->head + 1) % RING;
+		j->nfl--;
+		if (ret)
+			return ret;
+		wait = false;
+	}
+	return 0;
+}
+
+/*
+ * Commits the open batch: its records and a commit record go out in
+ * one write(2), and their sync is started; the batch is then in
+ * flight.  The oldest batch in flight is landed first when the ring is
+ * full, and any whose sync has ended after.
  */
 static int commit_batch(struct si_journal *j)
 {
+	struct batch *b = open_batch(j);
 	int err;
 
-	if (!j->b.nr && !j->len)
+	if (!b->nr && !j->len)
 		return 0;
+	if (j->nfl >= ring_depth() && (err = land(j, true, false)))
+		return err;
+	b = open_batch(j);
 	err = put_commit(j, false);
 	if (!err)
 		err = sync_start(j);
 	if (err)
 		return err;
+	b->jend = j->written;
 	j->changed = true;
-	j->in_flight = true;
-	return 0;
-}
-
-/* Waits for the sync of the batch in flight, and issues its writes. */
-static int land(struct si_journal *j)
-{
-	int err;
-
-	if (!j->in_flight)
-		return 0;
-	j->in_flight = false;
-	err = sync_wait(j);
-	return err ? err : drain(j, &j->b);
+	j->nfl++;
+	return fault_active() ? 0 : land(j, false, false);
 }
 
 /* Room for a write's len bytes at the end of the batch's arena. */
 static unsigned char *arena_slot(struct si_journal *j, size_t len)
 {
-	struct batch *b = &j->b;
+	struct batch *b = open_batch(j);
 
 	if (b->nr == b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 256;
@@ -1893,23 +1945,21 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 
 /*
  * Records a write (old NULL: the old bytes are read here) and queues
- * it, its new bytes in the arena.  A large one (an inode-table run)
- * ends its batch, which is committed at once: its sync runs while the
- * backend reads and shifts its next run, and the next write waits for
- * it and issues the batch.  Small ones are queued until BATCH_BYTES or
- * BATCH_RECS are.  The journal's bytes go out in one write(2) per
- * commit, synced with one fdatasync(2).
+ * it, its new bytes in the arena, until the batch holds BATCH_BYTES
+ * or BATCH_RECS.  The full batch waits for the sync of the one before
+ * it, which ran while this one was filled, issues that one's writes,
+ * and is committed: its records go out in one write(2) and are synced
+ * with one fdatasync(2), in the journal's thread, while the next batch
+ * fills.
  */
 static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 			 const void *old, const void *new)
 {
 	size_t len = (size_t)count * j->bsz;
-	struct batch *b = &j->b;
+	struct batch *b = open_batch(j);
 	unsigned char *dst;
-	int ret = land(j);
+	int ret;
 
-	if (ret)
-		return ret;
 	dst = arena_slot(j, len);
 	ret = dst ? put_block_rec(j, blk, count, old, new, dst) : -ENOMEM;
 
@@ -1926,9 +1976,9 @@ static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 	/* Queued: its new bytes are in the arena already. */
 	b->q[b->nr++] = (struct pending){ blk, count, b->bytes };
 	b->bytes += len;
-	if (len >= large_min() || b->bytes >= BATCH_BYTES || b->nr >= batch_recs())
-		return commit_batch(j);
-	return j->len >= BUF_MAX ? write_out(j) : 0;
+	if (b->bytes < batch_bytes() && b->nr < batch_recs())
+		return j->len >= BUF_MAX ? write_out(j) : 0;
+	return commit_batch(j);
 }
 
 int si_journal_io_block(struct si_journal *j, uint64_t blk, unsigned int count,
@@ -1952,15 +2002,13 @@ int si_journal_flush(struct si_journal *j)
 
 	if (!j)
 		return 0;
-	err = land(j);
-	if (!err)
-		err = commit_batch(j);
-	return err ? err : land(j);
+	err = commit_batch(j);
+	return err ? err : land(j, true, true);
 }
 
 void si_journal_io_synced(struct si_journal *j)
 {
-	if (!j->in_flight && !j->b.nr)
+	if (!j->nfl && !open_batch(j)->nr)
 		j->target_dirty = false;
 }
 
@@ -1977,9 +2025,13 @@ static const unsigned char *peek_batch(const struct si_journal *j,
 	return NULL;
 }
 
+/* The open batch holds the newest writes, then those in flight, newest first. */
 bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf)
 {
-	const unsigned char *p = peek_batch(j, &j->b, blk);
+	const unsigned char *p = peek_batch(j, open_batch(j), blk);
+
+	for (unsigned int i = j->nfl; !p && i-- > 0;)
+		p = peek_batch(j, &j->bt[(j->head + i) % RING], blk);
 
 	if (p)
 		memcpy(buf, p, j->bsz);
@@ -2336,8 +2388,10 @@ static void journal_free(struct si_journal *j)
 		active = NULL;
 	si_fault_on_crash(NULL, NULL);
 	sync_stop(j);
-	free(j->b.q);
-	free(j->b.arena);
+	for (int i = 0; i < RING; i++) {
+		free(j->bt[i].q);
+		free(j->bt[i].arena);
+	}
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);

@@ -11,11 +11,10 @@
  *
  * An ext4 image is journaled write by write: every in-place write is
  * recorded with the old and new bytes of its changed ranges and queued.
- * A large write (an inode-table run) ends its batch, which is committed
- * at once; its sync runs in a thread of the journal's while the backend
- * goes on, and the next write waits for it before the batch's writes
- * are issued.  Small writes (EA, quota and bitmap blocks) are queued
- * until the batch fills.  Nothing is issued before its record is synced.
+ * A full batch (8 MiB of writes) is committed; its sync runs in a
+ * thread of the journal's while the backend goes on and the next
+ * batches fill, and its writes are issued at a later commit, once that
+ * sync has ended.  Nothing is issued before its record is synced.
  * An interrupted ext4 run is undone from the journal (the old bytes of
  * every committed batch) and then run again from the start.
  */
