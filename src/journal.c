@@ -42,7 +42,8 @@
 #include "journal.h"
 
 #define J_MAGIC		"SHIFTIMG-JOURNAL"
-#define J_VERSION	2
+#define J_VERSION	3
+#define J_VERSION_MIN	2		/* v2: block records hold the new bytes too */
 #define J_HDR_FIXED	88
 #define R_MAGIC		0x3143524aU	/* "JRC1" little endian */
 #define R_HEAD		24
@@ -55,6 +56,7 @@
 #define RING		4		/* ext4: batches in flight, and the open one */
 #define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */
 #define RANGE_GAP	2		/* unchanged bytes merged into a range */
+#define BLOCK_HEAD	24		/* a block record's payload before its ranges */
 #define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
 
 enum { J_TREE = 1, J_EXT4 = 2 };
@@ -133,6 +135,8 @@ struct si_journal {
 	unsigned int head, nfl;
 	struct syncer sync;
 
+	unsigned char *gather;		/* ext4: a record's new bytes, for its hash */
+	size_t gather_cap;
 	char *stamp_old;		/* the stamp before the run */
 	char stamp_new[64 + 32];	/* "" when the run removes it */
 };
@@ -508,6 +512,7 @@ static char *map_text(const struct shiftimg *h)
 
 struct hdr {
 	int kind;
+	uint32_t version;
 	uint64_t run_id, dev, ino, size, offset, flags, created;
 	char *map, *stamp;
 	size_t len;			/* bytes, checksum included */
@@ -618,7 +623,7 @@ static int parse_header(struct shiftimg *h, const char *path, struct loaded *l)
 	if (l->size < J_HDR_FIXED + 8 || memcmp(p, J_MAGIC, 16))
 		return si_error(h, EINVAL, "%s: not a shiftimg journal; refusing to touch the target (remove it if it is not one)",
 				path);
-	if (get32(p + 16) != J_VERSION)
+	if (get32(p + 16) < J_VERSION_MIN || get32(p + 16) > J_VERSION)
 		return si_error(h, EINVAL, "%s: journal version %u is not supported",
 				path, get32(p + 16));
 	ml = get32(p + 80);
@@ -630,6 +635,7 @@ static int parse_header(struct shiftimg *h, const char *path, struct loaded *l)
 	    get64(p + len) != XXH64(p, len, 0))
 		return si_error(h, EBADMSG, "%s: the journal's header is damaged (checksum mismatch): it cannot tell what the interrupted run did; refusing (see shiftimg-journal(5))",
 				path);
+	l->hdr.version = get32(p + 16);
 	l->hdr.kind = (int)get32(p + 20);
 	l->hdr.run_id = get64(p + 24);
 	l->hdr.dev = get64(p + 32);
@@ -1605,6 +1611,7 @@ static bool get_varint(const unsigned char *p, size_t end, size_t *at,
 /* The ranges of one block record, as they are encoded. */
 struct ranges {
 	unsigned char *p;		/* where the next range goes */
+	unsigned char *g;		/* where its new bytes go, in j->gather */
 	size_t end;			/* end of the previous range in the write */
 	uint32_t nr;
 };
@@ -1640,9 +1647,10 @@ static inline void copy_exact(unsigned char *d, const unsigned char *s, size_t n
 
 /*
  * Appends one range, at byte base + start of the write: the gap since
- * the previous range, its length, its old and its new bytes; then puts
- * the new bytes over the old ones in buf, which becomes the new
- * contents that way, with no copy of the bytes that do not change.
+ * the previous range, its length and its old bytes, and gathers its new
+ * bytes for the record's hash; then puts the new bytes over the old
+ * ones in buf, which becomes the new contents that way, with no copy of
+ * the bytes that do not change.
  * Only the range's own bytes of buf change: the old bytes of the ranges
  * after it are still to be recorded.  Space for RANGES_MAX() of the
  * slice was reserved; buf can be read up to len.
@@ -1659,13 +1667,14 @@ put_range(struct ranges *r, unsigned char *buf,
 	if (n <= 16 && start + 16 <= len) {
 		/* Most ranges are a few bytes: fixed copies, no call. */
 		memcpy(p, buf + start, 16);
-		memcpy(p + n, new + start, 16);
+		memcpy(r->g, new + start, 16);
 	} else {
 		memcpy(p, buf + start, n);
-		memcpy(p + n, new + start, n);
+		memcpy(r->g, new + start, n);
 	}
 	copy_exact(buf + start, new + start, n);
-	r->p = p + 2 * n;
+	r->p = p + n;
+	r->g += n;
 	r->end = base + end;
 	r->nr++;
 }
@@ -1924,12 +1933,23 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 {
 	struct ranges r = { 0 };
 	size_t len = (size_t)count * j->bsz, plen;
-	unsigned char *p = rec_begin(j, REC_BLOCK, 16);
+	unsigned char *p;
 	int err;
 
+	/* The new bytes of the ranges, hashed: at most the write, and a copy's overrun. */
+	if (j->gather_cap < len + 16) {
+		unsigned char *g = realloc(j->gather, len + 16);
+
+		if (!g)
+			return -ENOMEM;
+		j->gather = g;
+		j->gather_cap = len + 16;
+	}
+	p = rec_begin(j, REC_BLOCK, BLOCK_HEAD);
 	if (!p)
 		return -ENOMEM;
-	r.p = p + 16;
+	r.p = p + BLOCK_HEAD;
+	r.g = j->gather;
 	err = put_write(j, &r, blk, count, old, new, dst);
 	if (err || !r.nr)
 		return err;
@@ -1939,6 +1959,7 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 	put64(p + R_HEAD, j->offset + blk * j->bsz);
 	put32(p + R_HEAD + 8, (uint32_t)len);
 	put32(p + R_HEAD + 12, r.nr);
+	put64(p + R_HEAD + 16, XXH64(j->gather, (size_t)(r.g - j->gather), j->run_id));
 	rec_end(j, plen);
 	return 1;
 }
@@ -2042,40 +2063,53 @@ bool si_journal_peek(struct si_journal *j, uint64_t blk, void *buf)
 struct block_rec {
 	const unsigned char *p;
 	uint64_t off;			/* byte offset of the write in the image */
+	uint64_t hash;			/* v3: XXH64 of the ranges' new bytes */
 	size_t wlen, at, len, end;
 	uint32_t nr;
+	bool with_new;			/* v2: each range's new bytes follow its old */
 };
 
-static bool block_open(const unsigned char *r, struct block_rec *b)
+/* Opens a block record of a journal of the given version. */
+static bool block_open(const unsigned char *r, uint32_t version,
+		       struct block_rec *b)
 {
+	size_t head = version >= 3 ? BLOCK_HEAD : 16;
+
 	b->p = r + R_HEAD;
 	b->len = get32(r + 8);
-	if (b->len < 16)
+	if (b->len < head)
 		return false;
 	b->off = get64(b->p);
 	b->wlen = get32(b->p + 8);
 	b->nr = get32(b->p + 12);
-	b->at = 16;
+	b->hash = version >= 3 ? get64(b->p + 16) : 0;
+	b->with_new = version < 3;
+	b->at = head;
 	b->end = 0;
 	return true;
 }
 
-/* The next range: start within the write, length, old and new bytes. */
+/*
+ * The next range: start within the write, length, old bytes, and the
+ * new bytes of a v2 record (else NULL).
+ */
 static bool block_next(struct block_rec *b, size_t *start, size_t *n,
 		       const unsigned char **old, const unsigned char **new)
 {
-	uint64_t gap, len;
+	uint64_t gap, len, stored;
 
 	if (!get_varint(b->p, b->len, &b->at, &gap) ||
 	    !get_varint(b->p, b->len, &b->at, &len) || !len ||
-	    gap > b->wlen - b->end || len > b->wlen - b->end - gap ||
-	    2 * len > b->len - b->at)
+	    gap > b->wlen - b->end || len > b->wlen - b->end - gap)
+		return false;
+	stored = b->with_new ? 2 * len : len;
+	if (stored > b->len - b->at)
 		return false;
 	*start = b->end + gap;
 	*n = len;
 	*old = b->p + b->at;
-	*new = b->p + b->at + len;
-	b->at += 2 * len;
+	*new = b->with_new ? b->p + b->at + len : NULL;
+	b->at += stored;
 	b->end = *start + len;
 	return true;
 }
@@ -2102,15 +2136,15 @@ static int block_read(int fd, const struct block_rec *b, unsigned char **buf,
  * Undoes one block record on the image: its write's bytes are read,
  * the old bytes of every range put back, and written in one go.
  */
-static int block_undo(int fd, const unsigned char *r, unsigned char **buf,
-		      size_t *cap)
+static int block_undo(int fd, const unsigned char *r, uint32_t version,
+		      unsigned char **buf, size_t *cap)
 {
 	struct block_rec b;
 	const unsigned char *old, *new;
 	size_t start, n;
 	int err;
 
-	if (!block_open(r, &b))
+	if (!block_open(r, version, &b))
 		return -EBADMSG;
 	err = block_read(fd, &b, buf, cap);
 	for (uint32_t i = 0; i < b.nr && !err; i++) {
@@ -2156,7 +2190,7 @@ static int ext4_undo(struct shiftimg *h, const struct si_target *t,
 
 		if (get16(r + 4) != REC_BLOCK)
 			continue;
-		err = block_undo(fd, r, &buf, &cap);
+		err = block_undo(fd, r, l->hdr.version, &buf, &cap);
 		if (err)
 			err = si_error(h, -err, "%s: undoing journal record %zu: %s",
 				       t->path, i, strerror(-err));
@@ -2395,6 +2429,7 @@ static void journal_free(struct si_journal *j)
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);
+	free(j->gather);
 	free(j->path);
 	free(j->stamp_old);
 	pthread_mutex_destroy(&j->lock);
@@ -2634,41 +2669,62 @@ static void tree_census(struct shiftimg *h, const struct si_target *t,
 }
 
 /* Which side of a block record the image is on: 0 old, 1 new, 2 neither. */
-static int block_side(const unsigned char *r, const unsigned char *img)
+static int block_side(const unsigned char *r, const struct loaded *l,
+		      const unsigned char *img, unsigned char *gather)
 {
 	struct block_rec b;
 	const unsigned char *v[2];
-	size_t start, n;
+	size_t start, n, g = 0;
 	bool same[2] = { true, true };
 
-	if (!block_open(r, &b))
+	if (!block_open(r, l->hdr.version, &b))
 		return 2;
 	for (uint32_t i = 0; i < b.nr; i++) {
 		if (!block_next(&b, &start, &n, &v[0], &v[1]))
 			return 2;
-		for (int k = 0; k < 2; k++)
-			same[k] = same[k] && !memcmp(img + start, v[k], n);
+		same[0] = same[0] && !memcmp(img + start, v[0], n);
+		if (v[1])
+			same[1] = same[1] && !memcmp(img + start, v[1], n);
+		memcpy(gather + g, img + start, n);
+		g += n;
 	}
 	if (b.at != b.len)
 		return 2;
+	/* v3 keeps only a hash of the new bytes: what the ranges hold now must match it. */
+	if (!b.with_new)
+		same[1] = XXH64(gather, g, l->hdr.run_id) == b.hash;
 	return same[1] ? 1 : same[0] ? 0 : 2;
 }
 
 static void ext4_census(const struct si_target *t, const struct loaded *l,
 			uint64_t n[4])
 {
-	unsigned char *buf = NULL;
-	size_t cap = 0;
+	unsigned char *buf = NULL, *gather = NULL;
+	size_t cap = 0, gcap = 0;
 
 	for (size_t i = 0; i < l->nr_recs; i++) {
 		const unsigned char *r = l->data + l->recs[i];
 		struct block_rec b;
 
-		if (!block_open(r, &b) || block_read(t->fd, &b, &buf, &cap) < 0)
+		if (!block_open(r, l->hdr.version, &b) ||
+		    block_read(t->fd, &b, &buf, &cap) < 0) {
 			n[3]++;
-		else
-			n[block_side(r, buf)]++;
+			continue;
+		}
+		/* The ranges never overlap: their bytes fit in the write's length. */
+		if (gcap < b.wlen) {
+			unsigned char *g = realloc(gather, b.wlen);
+
+			if (!g) {
+				n[3]++;
+				continue;
+			}
+			gather = g;
+			gcap = b.wlen;
+		}
+		n[block_side(r, l, buf, gather)]++;
 	}
+	free(gather);
 	free(buf);
 }
 
