@@ -39,6 +39,7 @@ struct sio {
 	struct lost *slot;		/* open addressing by block number */
 	size_t cap, nr;
 	bool dirty;			/* written since the last sync */
+	bool nocache;			/* unix_io keeps no block of its own */
 };
 
 static struct struct_io_manager sio_manager;
@@ -195,9 +196,16 @@ static errcode_t sio_open(const char *name, int flags, io_channel *chp)
 	ch->block_size = p->real->block_size;
 	ch->refcount = 1;
 	ch->flags = p->real->flags;
-	if (p->j)
+	if (p->j) {
 		si_journal_io_attach(p->j, (unsigned int)ch->block_size, issue,
 				     read_old, ch);
+		/*
+		 * Every write then reaches the file at once, and a flush
+		 * need not sync it (see sio_flush).
+		 */
+		p->nocache = p->real->manager->set_option &&
+			     !p->real->manager->set_option(p->real, "cache", "off");
+	}
 	*chp = ch;
 	return 0;
 out_free:
@@ -216,7 +224,10 @@ out_free:
  * Commits and issues what the journal holds, then flushes the image,
  * unless nothing was written since the last flush: libext2fs flushes
  * more often than it writes (on open, on close after a flush), and
- * each fsync(2) costs a device cache flush.
+ * each fsync(2) costs a device cache flush.  A journaled run's writes
+ * need no order among themselves (the journal undoes them all), only
+ * to be on disk before the journal goes: the image is then synced once,
+ * by the journal at the end of the run, together with the stamp.
  */
 static errcode_t sio_flush(io_channel ch)
 {
@@ -227,11 +238,11 @@ static errcode_t sio_flush(io_channel ch)
 		err = EXT2_ET_SHORT_WRITE;
 	if (!err && p->power)
 		err = overlay_flush(p);
-	if (!err && p->dirty) {
+	if (!err && p->dirty && !(p->j && p->nocache)) {
 		err = io_channel_flush(p->real);
 		p->dirty = err != 0;
 	}
-	if (!err && p->j)
+	if (!err && p->j && !p->dirty)
 		si_journal_io_synced(p->j);
 	return err;
 }
