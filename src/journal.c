@@ -1967,11 +1967,9 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 /*
  * Records a write (old NULL: the old bytes are read here) and queues
  * it, its new bytes in the arena, until the batch holds BATCH_BYTES
- * or BATCH_RECS.  The full batch waits for the sync of the one before
- * it, which ran while this one was filled, issues that one's writes,
- * and is committed: its records go out in one write(2) and are synced
- * with one fdatasync(2), in the journal's thread, while the next batch
- * fills.
+ * or BATCH_RECS.  The full batch is committed (commit_batch()): its
+ * records go out in one write(2) and are synced with one fdatasync(2),
+ * in the journal's thread, while the next batches fill.
  */
 static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 			 const void *old, const void *new)

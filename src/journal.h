@@ -10,7 +10,8 @@
  * new state (idempotent: the record says the target state exactly).
  *
  * An ext4 image is journaled write by write: every in-place write is
- * recorded with the old and new bytes of its changed ranges and queued.
+ * recorded with the old bytes of its changed ranges (and a hash of the
+ * new ones) and queued.
  * A full batch (8 MiB of writes) is committed; its sync runs in a
  * thread of the journal's while the backend goes on and the next
  * batches fill, and its writes are issued at a later commit, once that
