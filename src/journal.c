@@ -133,6 +133,15 @@ struct si_journal {
 	 */
 	struct batch bt[RING];
 	unsigned int head, nfl;
+	/*
+	 * Arenas of landed batches, for the next batch that opens: only as
+	 * many are made as batches are ever open or in flight at once.
+	 */
+	struct spare {
+		unsigned char *arena;
+		size_t cap;
+	} spare[RING];
+	unsigned int nspare;
 	struct syncer sync;
 
 	unsigned char *gather;		/* ext4: a record's new bytes, for its hash */
@@ -1824,6 +1833,10 @@ static int land(struct si_journal *j, bool wait, bool all)
 		if (ret <= 0)
 			return ret;
 		ret = drain(j, b);
+		if (b->arena)
+			j->spare[j->nspare++] = (struct spare){ b->arena, b->arena_cap };
+		b->arena = NULL;
+		b->arena_cap = 0;
 		j->head = (j->head + 1) % RING;
 		j->nfl--;
 		if (ret)
@@ -1874,8 +1887,18 @@ static unsigned char *arena_slot(struct si_journal *j, size_t len)
 		b->q = q;
 		b->cap = cap;
 	}
+	if (!b->arena && j->nspare) {
+		j->nspare--;
+		b->arena = j->spare[j->nspare].arena;
+		b->arena_cap = j->spare[j->nspare].cap;
+	}
 	if (b->bytes + len > b->arena_cap) {
-		size_t cap = b->arena_cap ? b->arena_cap : 2u << 20;
+		/*
+		 * Room for a whole batch at once: growing it by doubling
+		 * would copy into fresh pages, and clearing them costs more
+		 * than the copy.
+		 */
+		size_t cap = b->arena_cap ? b->arena_cap : batch_bytes() + len;
 		unsigned char *a;
 
 		while (cap < b->bytes + len)
@@ -2424,6 +2447,8 @@ static void journal_free(struct si_journal *j)
 		free(j->bt[i].q);
 		free(j->bt[i].arena);
 	}
+	for (unsigned int i = 0; i < j->nspare; i++)
+		free(j->spare[i].arena);
 	if (j->fd >= 0)
 		close(j->fd);
 	free(j->buf);
