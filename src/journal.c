@@ -51,7 +51,7 @@
 #define BUF_FLUSH	(1u << 20)	/* tree: journal bytes kept before a write(2) */
 #define BUF_EXT4	(4u << 20)	/* ext4: the buffer's first size */
 #define BUF_MAX		(64u << 20)	/* ext4: journal bytes kept before a write(2) */
-#define BATCH_BYTES	(8u << 20)	/* ext4: queued in-place bytes per commit */
+#define BATCH_BYTES	(4u << 20)	/* ext4: queued in-place bytes per commit */
 #define BATCH_RECS	4096		/* ext4: queued writes per commit */
 #define RING		4		/* ext4: batches in flight, and the open one */
 #define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */

@@ -12,7 +12,7 @@
  * An ext4 image is journaled write by write: every in-place write is
  * recorded with the old bytes of its changed ranges (and a hash of the
  * new ones) and queued.
- * A full batch (8 MiB of writes) is committed; its sync runs in a
+ * A full batch (4 MiB of writes) is committed; its sync runs in a
  * thread of the journal's while the backend goes on and the next
  * batches fill, and its writes are issued at a later commit, once that
  * sync has ended.  Nothing is issued before its record is synced.
