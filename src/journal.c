@@ -2567,7 +2567,13 @@ int si_journal_end(struct si_journal *j, int err)
 	if (!err && j->kind == J_EXT4)
 		err = si_journal_flush(j);
 	if (err) {
-		if (j->changed && !j->failed)
+		/*
+		 * Once a batch is committed the target may have changed, and
+		 * the journal's committed records still tell the truth even
+		 * if a later write to it failed (a full disk): it stays, and
+		 * recovery ignores its torn tail.
+		 */
+		if (j->changed)
 			snprintf(h->notice, sizeof(h->notice),
 				 "%s: the journal %s is kept: run the same command again to finish, or --rollback to undo",
 				 j->t->path, j->path);
