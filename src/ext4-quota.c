@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ext4.h"
+#include "le.h"
 
 #define QF_BLK		1024u
 #define QF_DEPTH	4
@@ -37,34 +38,6 @@
 #define QF_PRJ		2
 static const uint32_t qf_magic[3] = { 0xd9c01f11u, 0xd9c01927u, 0xd9c03f14u };
 static const char *const qf_which[3] = { "user", "group", "project" };
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le64toh(v);
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, sizeof(v));
-}
 
 struct qrec {
 	uint32_t id;

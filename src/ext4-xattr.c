@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ext4.h"
+#include "le.h"
 
 #define XA_MAGIC		0xEA020000u
 #define XA_HDR_SIZE		32	/* struct ext2_ext_attr_header */
@@ -31,34 +32,6 @@
 #define XA_INDEX_ACL_ACCESS	2
 #define XA_INDEX_ACL_DEFAULT	3
 #define XA_INDEX_SECURITY	6
-
-static uint16_t get16(const unsigned char *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le16toh(v);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
-static void put16(unsigned char *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, sizeof(v));
-}
 
 /* Entry field offsets. */
 #define E_NAME_LEN	0

@@ -35,6 +35,7 @@
 
 #include "ext4.h"
 #include "journal.h"
+#include "le.h"
 
 /*
  * Bytes of inode table per read: a run stays in the CPU's cache from
@@ -61,34 +62,6 @@
 #define I_CSUM_HI	130
 #define I_PROJID	156
 #define XA_MAGIC	0xEA020000u
-
-static uint16_t get16(const unsigned char *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le16toh(v);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
-static void put16(unsigned char *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, sizeof(v));
-}
 
 /* ---- errors and the write path ---- */
 
@@ -182,7 +155,7 @@ static bool inode_has_csum_hi(const struct e4_ctx *c, const unsigned char *raw)
 	       get16(raw + I_EXTRA_ISIZE) >= EXT4_INODE_CSUM_HI_EXTRA_END;
 }
 
-static uint64_t get64(const unsigned char *p)
+static uint64_t load64(const unsigned char *p)
 {
 	uint64_t v;
 
@@ -208,10 +181,10 @@ static void lanes_hw(uint64_t crc[CSUM_LANES], unsigned char *const raw[CSUM_LAN
 	size_t i = 0;
 
 	for (; len - i >= 8; i += 8) {
-		c0 = __builtin_ia32_crc32di(c0, get64(p0 + i));
-		c1 = __builtin_ia32_crc32di(c1, get64(p1 + i));
-		c2 = __builtin_ia32_crc32di(c2, get64(p2 + i));
-		c3 = __builtin_ia32_crc32di(c3, get64(p3 + i));
+		c0 = __builtin_ia32_crc32di(c0, load64(p0 + i));
+		c1 = __builtin_ia32_crc32di(c1, load64(p1 + i));
+		c2 = __builtin_ia32_crc32di(c2, load64(p2 + i));
+		c3 = __builtin_ia32_crc32di(c3, load64(p3 + i));
 	}
 	for (; i < len; i++) {
 		c0 = __builtin_ia32_crc32qi((uint32_t)c0, p0[i]);

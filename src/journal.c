@@ -40,6 +40,7 @@
 #endif
 
 #include "journal.h"
+#include "le.h"
 
 #define J_MAGIC		"SHIFTIMG-JOURNAL"
 #define J_VERSION	3
@@ -247,12 +248,6 @@ static void journal_crash(void *arg)
 
 /* ---- encoding ---- */
 
-static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
 
 /*
  * An ext4 run's buffer holds records of up to a few MiB at a time: it

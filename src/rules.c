@@ -13,28 +13,7 @@
 #include <sys/stat.h>
 
 #include "rules.h"
-
-static uint16_t get16(const unsigned char *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le16toh(v);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, sizeof(v));
-}
+#include "le.h"
 
 int si_shift_id(const struct si_rules *r, enum si_kind kind, uint32_t id,
 		uint32_t *out, struct si_tally *t)
