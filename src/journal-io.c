@@ -238,7 +238,7 @@ static errcode_t sio_flush(io_channel ch)
 		err = EXT2_ET_SHORT_WRITE;
 	if (!err && p->power)
 		err = overlay_flush(p);
-	if (!err && p->dirty && !(p->j && p->nocache)) {
+	if (!err && p->dirty && !p->nocache) {
 		err = io_channel_flush(p->real);
 		p->dirty = err != 0;
 	}

@@ -248,7 +248,6 @@ static void journal_crash(void *arg)
 
 /* ---- encoding ---- */
 
-
 /*
  * An ext4 run's buffer holds records of up to a few MiB at a time: it
  * is taken in 2 MiB pages where the kernel has them, as a page fault
@@ -264,6 +263,21 @@ static unsigned char *big_alloc(size_t *len)
 		return NULL;
 	madvise(p, *len, MADV_HUGEPAGE);
 	return p;
+}
+
+/* At least want bytes in *buf, of *cap; 0 or -ENOMEM. */
+static int grow(unsigned char **buf, size_t *cap, size_t want)
+{
+	unsigned char *p;
+
+	if (*cap >= want)
+		return 0;
+	p = realloc(*buf, want);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = want;
+	return 0;
 }
 
 static int reserve(struct si_journal *j, size_t more)
@@ -1786,13 +1800,13 @@ static int drain(struct si_journal *j, struct batch *b)
 {
 	int err = 0;
 
-	for (size_t i = 0; i < b->nr && !err; i++)
+	for (size_t i = 0; i < b->nr && !err; i++) {
 		err = issue(j, b->q[i].blk, b->q[i].count, b->arena + b->q[i].at);
-	for (size_t i = 0; i < b->nr && !err; i++)
-		if (b->q[i].count > 1)
+		if (!err && b->q[i].count > 1)
 			sync_file_range(j->t->fd, (off64_t)(j->offset + b->q[i].blk * j->bsz),
 					(off64_t)b->q[i].count * j->bsz,
 					SYNC_FILE_RANGE_WRITE);
+	}
 	b->nr = 0;
 	b->bytes = 0;
 	return err;
@@ -1955,14 +1969,8 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 	int err;
 
 	/* The new bytes of the ranges, hashed: at most the write, and a copy's overrun. */
-	if (j->gather_cap < len + 16) {
-		unsigned char *g = realloc(j->gather, len + 16);
-
-		if (!g)
-			return -ENOMEM;
-		j->gather = g;
-		j->gather_cap = len + 16;
-	}
+	if (grow(&j->gather, &j->gather_cap, len + 16))
+		return -ENOMEM;
 	p = rec_begin(j, REC_BLOCK, BLOCK_HEAD);
 	if (!p)
 		return -ENOMEM;
@@ -2136,14 +2144,8 @@ static int block_read(int fd, const struct block_rec *b, unsigned char **buf,
 {
 	ssize_t n;
 
-	if (*cap < b->wlen) {
-		unsigned char *p = realloc(*buf, b->wlen);
-
-		if (!p)
-			return -ENOMEM;
-		*buf = p;
-		*cap = b->wlen;
-	}
+	if (grow(buf, cap, b->wlen))
+		return -ENOMEM;
 	n = pread(fd, *buf, b->wlen, (off_t)b->off);
 	return n == (ssize_t)b->wlen ? 0 : n < 0 ? -errno : -EIO;
 }
@@ -2736,15 +2738,9 @@ static void ext4_census(const struct si_target *t, const struct loaded *l,
 			continue;
 		}
 		/* The ranges never overlap: their bytes fit in the write's length. */
-		if (gcap < b.wlen) {
-			unsigned char *g = realloc(gather, b.wlen);
-
-			if (!g) {
-				n[3]++;
-				continue;
-			}
-			gather = g;
-			gcap = b.wlen;
+		if (grow(&gather, &gcap, b.wlen)) {
+			n[3]++;
+			continue;
 		}
 		n[block_side(r, l, buf, gather)]++;
 	}
