@@ -5,14 +5,15 @@
  * An uncompressed tar (its first block is a tar header) is read with
  * read(2), and the file data between headers is copied by the kernel
  * (copy_file_range, or splice when one side is a pipe): only headers
- * pass through tarhdr.c, which rewrites them.  Anything else goes to
- * libarchive, which only detects and undoes the compression (format
- * "raw"); the result is compressed again the same way: gzip by gzpar.c
- * on all cores, the other filters by libarchive on a thread of their
- * own so that reading and compressing overlap.  The output goes to a
- * temporary file in the target's directory, fsynced and renamed into
- * place only when the whole stream succeeded, so apply is atomic and
- * decides --unmapped=fail itself.
+ * pass through tarhdr.c, which rewrites them.  gzip is undone by zlib;
+ * anything else goes to libarchive (loaded only then: tarlibs.h), which
+ * only detects and undoes the compression (format "raw").  The result
+ * is compressed again the same way: gzip by gzpar.c on all cores, the
+ * other filters by libarchive on a thread of their own so that reading
+ * and compressing overlap.  The output goes to a temporary file in the
+ * target's directory, fsynced and renamed into place only when the
+ * whole stream succeeded, so apply is atomic and decides
+ * --unmapped=fail itself.
  *
  * What users see (for the manual):
  * - Compression: none, gzip, bzip2, xz, zstd, lz4, detected and kept.
@@ -67,6 +68,7 @@
 #include "backend.h"
 #include "gzpar.h"
 #include "tarhdr.h"
+#include "tarlibs.h"
 
 #define IN_BLOCK	(1u << 20)	/* read(2) size */
 #define PIPE_BUFS	4		/* buffers queued to a compressor thread */
@@ -780,16 +782,12 @@ static void run_list(void *arg, const char *path, const char *what)
 	si_list(r->h, path, what);
 }
 
-/* A tar header or an end-of-archive block, as the first block? */
-static bool head_is_tar(const struct run *r)
+/* A tar header or an end-of-archive block? */
+static bool block_is_tar(const unsigned char *blk)
 {
-	size_t i;
-
-	if (r->head_len < TH_BLOCK)
-		return false;
-	for (i = 0; i < TH_BLOCK; i++)
-		if (r->head[i])
-			return th_cksum_ok(r->head);
+	for (size_t i = 0; i < TH_BLOCK; i++)
+		if (blk[i])
+			return th_cksum_ok(blk);
 	return true;
 }
 
@@ -801,6 +799,7 @@ static bool head_is_tar(const struct run *r)
 static int open_input(struct run *r, int fd)
 {
 	struct archive_entry *e;
+	const char *why;
 	ssize_t n;
 	int ret;
 
@@ -814,13 +813,16 @@ static int open_input(struct run *r, int fd)
 				r->path, strerror((int)-n));
 	if (!r->head_len)
 		return si_error(r->h, EBADMSG, "%s: empty input", r->path);
-	if (head_is_tar(r)) {
+	if (r->head_len >= TH_BLOCK && block_is_tar(r->head)) {
 		r->direct = true;
 		r->code = ARCHIVE_FILTER_NONE;
 		return 0;
 	}
 	if (r->head_len >= 3 && !memcmp(r->head, "\x1f\x8b\x08", 3))
 		return gz_open(r);
+	if ((why = si_tarlib_load(SI_LIBARCHIVE)))
+		return si_error(r->h, ENOTSUP, "%s: not an uncompressed or gzip tar, and %s",
+				r->path, why);
 	r->in = archive_read_new();
 	if (!r->in)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
@@ -896,6 +898,7 @@ static int parse_options(struct run *r)
 /* Sets up the compressor matching the input, writing to r->out. */
 static int open_output(struct run *r, int fd)
 {
+	const char *why;
 	int err;
 
 	r->out.fd = fd;
@@ -907,6 +910,8 @@ static int open_output(struct run *r, int fd)
 		r->out.ref_lo = r->rbuf;
 		r->out.ref_hi = r->rbuf + IN_BLOCK;
 	}
+	if (r->digest && (why = si_tarlib_load(SI_LIBCRYPTO)))
+		return si_error(r->h, ENOTSUP, "%s: no sha256: %s", r->path, why);
 	if (r->digest) {
 		/* Uncompressed, the file is the tar: one digest serves both. */
 		if (r->code != ARCHIVE_FILTER_NONE)
@@ -1193,6 +1198,11 @@ static bool tar_probe(const struct si_target *t)
 		return false;
 	if (compressed_magic(t->fd))
 		return true;
+	if (pread(t->fd, blk, TH_BLOCK, 0) == TH_BLOCK && block_is_tar(blk))
+		return true;
+	/* Another compression, which only libarchive can name. */
+	if (si_tarlib_load(SI_LIBARCHIVE))
+		return false;
 	s = calloc(1, sizeof(*s));
 	a = archive_read_new();
 	if (!s || !a)
@@ -1204,14 +1214,7 @@ static bool tar_probe(const struct si_target *t)
 	    archive_read_next_header(a, &e) != ARCHIVE_OK)
 		goto out;
 	n = archive_read_data(a, blk, sizeof(blk));
-	if (n == TH_BLOCK) {
-		size_t i;
-		bool zero = true;
-
-		for (i = 0; i < TH_BLOCK && zero; i++)
-			zero = blk[i] == 0;
-		ok = zero || th_cksum_ok(blk);
-	}
+	ok = n == TH_BLOCK && block_is_tar(blk);
 out:
 	if (a)
 		archive_read_free(a);

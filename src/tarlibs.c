@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The tar backend's libraries, loaded on first use (see tarlibs.h).
+ *
+ * Each function the backend calls is listed once below, with its
+ * prototype as the library's header declares it; the list generates
+ * the slot its address is kept in, its dlsym(3) lookup, and a function
+ * of the same name that calls through the slot.  The headers are
+ * included, so the compiler checks every prototype against them.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dlfcn.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tarlibs.h"
+
+/* F(library, return type, name, parameters, arguments) */
+#define ARCHIVE_FNS(F) \
+	F(SI_LIBARCHIVE, struct archive *, archive_read_new, (void), ()) \
+	F(SI_LIBARCHIVE, int, archive_read_free, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_read_support_filter_all, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_read_support_format_raw, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_read_open, \
+	  (struct archive *a, void *arg, archive_open_callback *o, \
+	   archive_read_callback *r, archive_close_callback *c), (a, arg, o, r, c)) \
+	F(SI_LIBARCHIVE, int, archive_read_next_header, \
+	  (struct archive *a, struct archive_entry **e), (a, e)) \
+	F(SI_LIBARCHIVE, la_ssize_t, archive_read_data, \
+	  (struct archive *a, void *p, size_t n), (a, p, n)) \
+	F(SI_LIBARCHIVE, int, archive_read_data_block, \
+	  (struct archive *a, const void **p, size_t *n, la_int64_t *off), (a, p, n, off)) \
+	F(SI_LIBARCHIVE, const char *, archive_error_string, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, la_int64_t, archive_filter_bytes, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, int, archive_filter_code, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, int, archive_filter_count, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, const char *, archive_filter_name, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, struct archive *, archive_write_new, (void), ()) \
+	F(SI_LIBARCHIVE, int, archive_write_free, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_write_fail, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_write_close, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_write_add_filter, (struct archive *a, int code), (a, code)) \
+	F(SI_LIBARCHIVE, int, archive_write_set_format_raw, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, int, archive_write_set_bytes_in_last_block, \
+	  (struct archive *a, int n), (a, n)) \
+	F(SI_LIBARCHIVE, int, archive_write_set_filter_option, \
+	  (struct archive *a, const char *m, const char *o, const char *v), (a, m, o, v)) \
+	F(SI_LIBARCHIVE, int, archive_write_open, \
+	  (struct archive *a, void *arg, archive_open_callback *o, \
+	   archive_write_callback *w, archive_close_callback *c), (a, arg, o, w, c)) \
+	F(SI_LIBARCHIVE, int, archive_write_header, \
+	  (struct archive *a, struct archive_entry *e), (a, e)) \
+	F(SI_LIBARCHIVE, la_ssize_t, archive_write_data, \
+	  (struct archive *a, const void *p, size_t n), (a, p, n)) \
+	F(SI_LIBARCHIVE, struct archive_entry *, archive_entry_new, (void), ())
+
+#define CRYPTO_FNS(F) \
+	F(SI_LIBCRYPTO, EVP_MD_CTX *, EVP_MD_CTX_new, (void), ()) \
+	F(SI_LIBCRYPTO, const EVP_MD *, EVP_sha256, (void), ()) \
+	F(SI_LIBCRYPTO, int, EVP_DigestInit_ex, \
+	  (EVP_MD_CTX *c, const EVP_MD *t, ENGINE *e), (c, t, e)) \
+	F(SI_LIBCRYPTO, int, EVP_DigestUpdate, \
+	  (EVP_MD_CTX *c, const void *p, size_t n), (c, p, n)) \
+	F(SI_LIBCRYPTO, int, EVP_DigestFinal_ex, \
+	  (EVP_MD_CTX *c, unsigned char *md, unsigned int *n), (c, md, n))
+
+/* The same for functions returning nothing (C forbids "return f();" there). */
+#define VOID_FNS(F) \
+	F(SI_LIBARCHIVE, archive_entry_set_filetype, \
+	  (struct archive_entry *e, unsigned int t), (e, t)) \
+	F(SI_LIBARCHIVE, archive_entry_set_pathname, \
+	  (struct archive_entry *e, const char *p), (e, p))
+
+/* Destructors: NULL is a no-op, as in the libraries, loaded or not. */
+#define FREE_FNS(F) \
+	F(SI_LIBARCHIVE, archive_entry_free, struct archive_entry) \
+	F(SI_LIBCRYPTO, EVP_MD_CTX_free, EVP_MD_CTX)
+
+/* archive_set_error() is variadic: it is forwarded as "%s" of the message. */
+#define SPECIAL_FNS(F) \
+	F(SI_LIBARCHIVE, void, archive_set_error, (void), ())
+
+enum {
+#define ENUM(lib, ret, name, params, args) I_##name,
+#define VENUM(lib, name, params, args) I_##name,
+#define FENUM(lib, name, type) I_##name,
+	ARCHIVE_FNS(ENUM) CRYPTO_FNS(ENUM) VOID_FNS(VENUM) FREE_FNS(FENUM) SPECIAL_FNS(ENUM)
+	NR_FNS
+};
+
+static const struct {
+	enum si_tarlib lib;
+	const char *name;
+} fns[NR_FNS] = {
+#define ENTRY(lib, ret, name, params, args) [I_##name] = { lib, #name },
+#define VENTRY(lib, name, params, args) [I_##name] = { lib, #name },
+#define FENTRY(lib, name, type) [I_##name] = { lib, #name },
+	ARCHIVE_FNS(ENTRY) CRYPTO_FNS(ENTRY) VOID_FNS(VENTRY) FREE_FNS(FENTRY) SPECIAL_FNS(ENTRY)
+};
+
+static void *slot[NR_FNS];
+
+static const char *const soname[] = {
+	[SI_LIBARCHIVE] = ARCHIVE_SONAME,
+	[SI_LIBCRYPTO] = CRYPTO_SONAME,
+};
+
+static struct {
+	pthread_once_t once;
+	char why[256];		/* empty once loaded */
+} state[] = {
+	[SI_LIBARCHIVE] = { PTHREAD_ONCE_INIT, "" },
+	[SI_LIBCRYPTO] = { PTHREAD_ONCE_INIT, "" },
+};
+
+/* Every symbol of lib, or why not; the handle is kept for the process. */
+static void load(enum si_tarlib lib)
+{
+	void *dl = dlopen(soname[lib], RTLD_NOW | RTLD_LOCAL);
+	char *why = state[lib].why;
+	size_t size = sizeof(state[lib].why);
+
+	if (!dl) {
+		snprintf(why, size, "%s", dlerror());
+		return;
+	}
+	for (int i = 0; i < NR_FNS; i++) {
+		if (fns[i].lib != lib)
+			continue;
+		slot[i] = dlsym(dl, fns[i].name);
+		if (!slot[i]) {
+			snprintf(why, size, "%s: no %s", soname[lib], fns[i].name);
+			return;
+		}
+	}
+}
+
+static void load_archive(void) { load(SI_LIBARCHIVE); }
+static void load_crypto(void) { load(SI_LIBCRYPTO); }
+
+const char *si_tarlib_load(enum si_tarlib lib)
+{
+	pthread_once(&state[lib].once, lib == SI_LIBARCHIVE ? load_archive : load_crypto);
+	return state[lib].why[0] ? state[lib].why : NULL;
+}
+
+/* The address of a loaded function; a call before its load is a bug. */
+static void *fn(int i)
+{
+	if (!slot[i])
+		abort();
+	return slot[i];
+}
+
+#define CALL(lib, ret, name, params, args) \
+	ret name params { return ((ret (*)params)fn(I_##name))args; }
+#define VCALL(lib, name, params, args) \
+	void name params { ((void (*)params)fn(I_##name))args; }
+#define FCALL(lib, name, type) \
+	void name(type *p) { if (p) ((void (*)(type *))fn(I_##name))(p); }
+ARCHIVE_FNS(CALL)
+CRYPTO_FNS(CALL)
+VOID_FNS(VCALL)
+FREE_FNS(FCALL)
+
+void archive_set_error(struct archive *a, int err, const char *fmt, ...)
+{
+	void (*set)(struct archive *, int, const char *, ...) =
+		(void (*)(struct archive *, int, const char *, ...))fn(I_archive_set_error);
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	set(a, err, "%s", msg);
+}
