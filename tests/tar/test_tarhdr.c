@@ -246,6 +246,28 @@ static void test_cksum(void **state)
 	assert_true(th_cksum_ok(h));
 	h[0] = 'C';
 	assert_false(th_cksum_ok(h));
+
+	/* Any bytes at all, up to 0xff everywhere: both sums, and one off. */
+	for (int round = 0; round < 200; round++) {
+		unsigned int u = 0;
+
+		sum = 0;
+		for (i = 0; i < BLK; i++)
+			h[i] = round == 0 ? 0xff : (unsigned char)rand();
+		memset(h + 148, ' ', 8);
+		for (i = 0; i < BLK; i++) {
+			u += h[i];
+			sum += (signed char)h[i];
+		}
+		snprintf((char *)h + 148, 8, "%06o", (u + 1) & 0777777);
+		assert_false(th_cksum_ok(h));
+		snprintf((char *)h + 148, 8, "%06o", u & 0777777);
+		assert_true(th_cksum_ok(h));
+		if (sum >= 0) {
+			snprintf((char *)h + 148, 8, "%06o", (unsigned int)sum & 0777777);
+			assert_true(th_cksum_ok(h));
+		}
+	}
 }
 
 /* ---- exact bytes ---- */
