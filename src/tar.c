@@ -910,9 +910,9 @@ static int open_output(struct run *r, int fd)
 		r->out.ref_lo = r->rbuf;
 		r->out.ref_hi = r->rbuf + IN_BLOCK;
 	}
-	if (r->digest && (why = si_tarlib_load(SI_LIBCRYPTO)))
-		return si_error(r->h, ENOTSUP, "%s: no sha256: %s", r->path, why);
 	if (r->digest) {
+		if ((why = si_tarlib_load(SI_LIBCRYPTO)))
+			return si_error(r->h, ENOTSUP, "%s: no sha256: %s", r->path, why);
 		/* Uncompressed, the file is the tar: one digest serves both. */
 		if (r->code != ARCHIVE_FILTER_NONE)
 			r->out.md = digest_new();
@@ -1159,18 +1159,15 @@ static la_ssize_t probe_read(struct archive *a, void *arg, const void **p)
 	return n;
 }
 
-/* Starts with the magic of a compression the backend handles? */
-static bool compressed_magic(int fd)
+/* Do the n bytes b start with the magic of a compression the backend handles? */
+static bool compressed_magic(const unsigned char *b, ssize_t n)
 {
 	static const struct { const char *m; size_t n; } magic[] = {
 		{ "\x1f\x8b", 2 }, { "BZh", 3 }, { "\xfd" "7zXZ\0", 6 },
 		{ "\x28\xb5\x2f\xfd", 4 }, { "\x04\x22\x4d\x18", 4 },
 	};
-	unsigned char b[6];
-	ssize_t n = pread(fd, b, sizeof(b), 0);
-	size_t i;
 
-	for (i = 0; n > 0 && i < sizeof(magic) / sizeof(magic[0]); i++)
+	for (size_t i = 0; n > 0 && i < sizeof(magic) / sizeof(magic[0]); i++)
 		if ((size_t)n >= magic[i].n && !memcmp(b, magic[i].m, magic[i].n))
 			return true;
 	return false;
@@ -1196,9 +1193,8 @@ static bool tar_probe(const struct si_target *t)
 		return true;
 	if (!S_ISREG(t->st.st_mode))
 		return false;
-	if (compressed_magic(t->fd))
-		return true;
-	if (pread(t->fd, blk, TH_BLOCK, 0) == TH_BLOCK && block_is_tar(blk))
+	n = pread(t->fd, blk, TH_BLOCK, 0);
+	if (compressed_magic(blk, n) || (n == TH_BLOCK && block_is_tar(blk)))
 		return true;
 	/* Another compression, which only libarchive can name. */
 	if (si_tarlib_load(SI_LIBARCHIVE))

@@ -19,76 +19,76 @@
 
 #include "tarlibs.h"
 
-/* F(library, return type, name, parameters, arguments) */
+/* F(library, name, return type, parameters, arguments) */
 #define ARCHIVE_FNS(F) \
-	F(SI_LIBARCHIVE, struct archive *, archive_read_new, (void), ()) \
-	F(SI_LIBARCHIVE, int, archive_read_free, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_read_support_filter_all, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_read_support_format_raw, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_read_open, \
+	F(SI_LIBARCHIVE, archive_read_new, struct archive *, (void), ()) \
+	F(SI_LIBARCHIVE, archive_read_free, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_read_support_filter_all, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_read_support_format_raw, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_read_open, int, \
 	  (struct archive *a, void *arg, archive_open_callback *o, \
 	   archive_read_callback *r, archive_close_callback *c), (a, arg, o, r, c)) \
-	F(SI_LIBARCHIVE, int, archive_read_next_header, \
+	F(SI_LIBARCHIVE, archive_read_next_header, int, \
 	  (struct archive *a, struct archive_entry **e), (a, e)) \
-	F(SI_LIBARCHIVE, la_ssize_t, archive_read_data, \
+	F(SI_LIBARCHIVE, archive_read_data, la_ssize_t, \
 	  (struct archive *a, void *p, size_t n), (a, p, n)) \
-	F(SI_LIBARCHIVE, int, archive_read_data_block, \
+	F(SI_LIBARCHIVE, archive_read_data_block, int, \
 	  (struct archive *a, const void **p, size_t *n, la_int64_t *off), (a, p, n, off)) \
-	F(SI_LIBARCHIVE, const char *, archive_error_string, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, la_int64_t, archive_filter_bytes, (struct archive *a, int i), (a, i)) \
-	F(SI_LIBARCHIVE, int, archive_filter_code, (struct archive *a, int i), (a, i)) \
-	F(SI_LIBARCHIVE, int, archive_filter_count, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, const char *, archive_filter_name, (struct archive *a, int i), (a, i)) \
-	F(SI_LIBARCHIVE, struct archive *, archive_write_new, (void), ()) \
-	F(SI_LIBARCHIVE, int, archive_write_free, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_write_fail, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_write_close, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_write_add_filter, (struct archive *a, int code), (a, code)) \
-	F(SI_LIBARCHIVE, int, archive_write_set_format_raw, (struct archive *a), (a)) \
-	F(SI_LIBARCHIVE, int, archive_write_set_bytes_in_last_block, \
+	F(SI_LIBARCHIVE, archive_error_string, const char *, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_filter_bytes, la_int64_t, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, archive_filter_code, int, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, archive_filter_count, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_filter_name, const char *, (struct archive *a, int i), (a, i)) \
+	F(SI_LIBARCHIVE, archive_write_new, struct archive *, (void), ()) \
+	F(SI_LIBARCHIVE, archive_write_free, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_write_fail, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_write_close, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_write_add_filter, int, (struct archive *a, int code), (a, code)) \
+	F(SI_LIBARCHIVE, archive_write_set_format_raw, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_write_set_bytes_in_last_block, int, \
 	  (struct archive *a, int n), (a, n)) \
-	F(SI_LIBARCHIVE, int, archive_write_set_filter_option, \
+	F(SI_LIBARCHIVE, archive_write_set_filter_option, int, \
 	  (struct archive *a, const char *m, const char *o, const char *v), (a, m, o, v)) \
-	F(SI_LIBARCHIVE, int, archive_write_open, \
+	F(SI_LIBARCHIVE, archive_write_open, int, \
 	  (struct archive *a, void *arg, archive_open_callback *o, \
 	   archive_write_callback *w, archive_close_callback *c), (a, arg, o, w, c)) \
-	F(SI_LIBARCHIVE, int, archive_write_header, \
+	F(SI_LIBARCHIVE, archive_write_header, int, \
 	  (struct archive *a, struct archive_entry *e), (a, e)) \
-	F(SI_LIBARCHIVE, la_ssize_t, archive_write_data, \
+	F(SI_LIBARCHIVE, archive_write_data, la_ssize_t, \
 	  (struct archive *a, const void *p, size_t n), (a, p, n)) \
-	F(SI_LIBARCHIVE, struct archive_entry *, archive_entry_new, (void), ())
+	F(SI_LIBARCHIVE, archive_entry_new, struct archive_entry *, (void), ())
 
 #define CRYPTO_FNS(F) \
-	F(SI_LIBCRYPTO, EVP_MD_CTX *, EVP_MD_CTX_new, (void), ()) \
-	F(SI_LIBCRYPTO, const EVP_MD *, EVP_sha256, (void), ()) \
-	F(SI_LIBCRYPTO, int, EVP_DigestInit_ex, \
+	F(SI_LIBCRYPTO, EVP_MD_CTX_new, EVP_MD_CTX *, (void), ()) \
+	F(SI_LIBCRYPTO, EVP_sha256, const EVP_MD *, (void), ()) \
+	F(SI_LIBCRYPTO, EVP_DigestInit_ex, int, \
 	  (EVP_MD_CTX *c, const EVP_MD *t, ENGINE *e), (c, t, e)) \
-	F(SI_LIBCRYPTO, int, EVP_DigestUpdate, \
+	F(SI_LIBCRYPTO, EVP_DigestUpdate, int, \
 	  (EVP_MD_CTX *c, const void *p, size_t n), (c, p, n)) \
-	F(SI_LIBCRYPTO, int, EVP_DigestFinal_ex, \
+	F(SI_LIBCRYPTO, EVP_DigestFinal_ex, int, \
 	  (EVP_MD_CTX *c, unsigned char *md, unsigned int *n), (c, md, n))
 
-/* The same for functions returning nothing (C forbids "return f();" there). */
+/* F(library, name, parameters, arguments), for functions returning nothing. */
 #define VOID_FNS(F) \
 	F(SI_LIBARCHIVE, archive_entry_set_filetype, \
 	  (struct archive_entry *e, unsigned int t), (e, t)) \
 	F(SI_LIBARCHIVE, archive_entry_set_pathname, \
 	  (struct archive_entry *e, const char *p), (e, p))
 
-/* Destructors: NULL is a no-op, as in the libraries, loaded or not. */
+/* F(library, name, type): destructors, NULL a no-op as in the libraries, loaded or not. */
 #define FREE_FNS(F) \
 	F(SI_LIBARCHIVE, archive_entry_free, struct archive_entry) \
 	F(SI_LIBCRYPTO, EVP_MD_CTX_free, EVP_MD_CTX)
 
-/* archive_set_error() is variadic: it is forwarded as "%s" of the message. */
-#define SPECIAL_FNS(F) \
-	F(SI_LIBARCHIVE, void, archive_set_error, (void), ())
+/* F(library, name): variadic, forwarded by hand below. */
+#define VARIADIC_FNS(F) \
+	F(SI_LIBARCHIVE, archive_set_error)
+
+#define ALL_FNS(F) ARCHIVE_FNS(F) CRYPTO_FNS(F) VOID_FNS(F) FREE_FNS(F) VARIADIC_FNS(F)
 
 enum {
-#define ENUM(lib, ret, name, params, args) I_##name,
-#define VENUM(lib, name, params, args) I_##name,
-#define FENUM(lib, name, type) I_##name,
-	ARCHIVE_FNS(ENUM) CRYPTO_FNS(ENUM) VOID_FNS(VENUM) FREE_FNS(FENUM) SPECIAL_FNS(ENUM)
+#define ENUM(lib, name, ...) I_##name,
+	ALL_FNS(ENUM)
 	NR_FNS
 };
 
@@ -96,10 +96,8 @@ static const struct {
 	enum si_tarlib lib;
 	const char *name;
 } fns[NR_FNS] = {
-#define ENTRY(lib, ret, name, params, args) [I_##name] = { lib, #name },
-#define VENTRY(lib, name, params, args) [I_##name] = { lib, #name },
-#define FENTRY(lib, name, type) [I_##name] = { lib, #name },
-	ARCHIVE_FNS(ENTRY) CRYPTO_FNS(ENTRY) VOID_FNS(VENTRY) FREE_FNS(FENTRY) SPECIAL_FNS(ENTRY)
+#define ENTRY(lib, name, ...) [I_##name] = { lib, #name },
+	ALL_FNS(ENTRY)
 };
 
 static void *slot[NR_FNS];
@@ -156,7 +154,7 @@ static void *fn(int i)
 	return slot[i];
 }
 
-#define CALL(lib, ret, name, params, args) \
+#define CALL(lib, name, ret, params, args) \
 	ret name params { return ((ret (*)params)fn(I_##name))args; }
 #define VCALL(lib, name, params, args) \
 	void name params { ((void (*)params)fn(I_##name))args; }
