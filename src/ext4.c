@@ -25,7 +25,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -1525,25 +1524,18 @@ static int read_run(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf
 /*
  * One run buffer serves every run, in planning and in writing: fresh
  * memory would cost a page clearing per page, more than the read and
- * the shift together.  Huge pages spare the page faults of the first use.
+ * the shift together, and its page faults more again (si_alloc_big()).
  */
 static unsigned char *run_buffer(struct e4_ctx *c, const struct e4_runs *rs)
 {
-	const size_t huge = 2u << 20;
 	size_t len = 0;
-	void *p;
 
 	for (size_t i = 0; i < rs->nr; i++)
 		if ((size_t)rs->r[i].nblk * c->bsz > len)
 			len = (size_t)rs->r[i].nblk * c->bsz;
 	if (c->run || !len)
 		return c->run;
-	if (len < huge) {
-		c->run = malloc(len);
-	} else if (!posix_memalign(&p, huge, len)) {
-		madvise(p, len, MADV_HUGEPAGE);
-		c->run = p;
-	}
+	c->run = si_alloc_big(&len);
 	if (!c->run)
 		si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	return c->run;

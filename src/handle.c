@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -372,6 +373,22 @@ void si_progress(struct shiftimg *h, uint64_t done, uint64_t total)
 	pthread_mutex_lock(&h->lock);
 	h->progress_fn(h->progress_arg, done, total);
 	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- memory ---- */
+
+void *si_alloc_big(size_t *len)
+{
+	const size_t huge = 2u << 20;
+	void *p;
+
+	if (*len < SI_BIG_MIN)
+		return malloc(*len ? *len : 1);
+	*len = (*len + huge - 1) & ~(huge - 1);
+	if (posix_memalign(&p, huge, *len))
+		return NULL;
+	madvise(p, *len, MADV_HUGEPAGE);
+	return p;
 }
 
 /* ---- results ---- */

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -248,23 +247,6 @@ static void journal_crash(void *arg)
 
 /* ---- encoding ---- */
 
-/*
- * An ext4 run's buffer holds records of up to a few MiB at a time: it
- * is taken in 2 MiB pages where the kernel has them, as a page fault
- * for every 4 KiB of it would cost more than encoding the records.
- */
-static unsigned char *big_alloc(size_t *len)
-{
-	const size_t huge = 2u << 20;
-	void *p;
-
-	*len = (*len + huge - 1) & ~(huge - 1);
-	if (posix_memalign(&p, huge, *len))
-		return NULL;
-	madvise(p, *len, MADV_HUGEPAGE);
-	return p;
-}
-
 /* At least want bytes in *buf, of *cap; 0 or -ENOMEM. */
 static int grow(unsigned char **buf, size_t *cap, size_t want)
 {
@@ -289,15 +271,12 @@ static int reserve(struct si_journal *j, size_t more)
 		return 0;
 	while (cap < j->len + more)
 		cap *= 2;
-	if (j->kind != J_EXT4) {
-		p = realloc(j->buf, cap);
-	} else if ((p = big_alloc(&cap))) {
-		if (j->len)
-			memcpy(p, j->buf, j->len);
-		free(j->buf);
-	}
+	p = si_alloc_big(&cap);
 	if (!p)
 		return -ENOMEM;
+	if (j->len)
+		memcpy(p, j->buf, j->len);
+	free(j->buf);
 	j->buf = p;
 	j->cap = cap;
 	return 0;
@@ -1912,7 +1891,7 @@ static unsigned char *arena_slot(struct si_journal *j, size_t len)
 
 		while (cap < b->bytes + len)
 			cap *= 2;
-		a = big_alloc(&cap);
+		a = si_alloc_big(&cap);
 		if (!a)
 			return NULL;
 		if (b->bytes)

@@ -430,7 +430,7 @@ struct run {
 	unsigned char head[TH_BLOCK];
 	size_t head_len;
 	bool head_sent;
-	unsigned char *rbuf;		/* input buffer, IN_BLOCK bytes */
+	unsigned char *rbuf;		/* input buffer, IN_BLOCK bytes, then out.stage */
 	/* Uncompressed input is read here; the rest through libarchive. */
 	bool direct;
 	struct archive *in;
@@ -724,7 +724,9 @@ static ssize_t gz_read(void *arg, const unsigned char **p)
 /* Sets up the gzip reader; the first block is still to be inflated. */
 static int gz_open(struct run *r)
 {
-	r->zbuf = malloc(IN_BLOCK);
+	size_t len = IN_BLOCK;
+
+	r->zbuf = si_alloc_big(&len);
 	if (!r->zbuf)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	if (inflateInit2(&r->z, 15 + 16) != Z_OK)
@@ -798,13 +800,15 @@ static bool block_is_tar(const unsigned char *blk)
  */
 static int open_input(struct run *r, int fd)
 {
+	size_t len = IN_BLOCK + OUT_STAGE;
 	struct archive_entry *e;
 	const char *why;
 	ssize_t n;
 	int ret;
 
 	r->in_fd = fd;
-	r->rbuf = malloc(IN_BLOCK);
+	/* The output's staging buffer lives past the input's, in one allocation. */
+	r->rbuf = si_alloc_big(&len);
 	if (!r->rbuf)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	n = read_head(r);
@@ -903,9 +907,7 @@ static int open_output(struct run *r, int fd)
 
 	r->out.fd = fd;
 	r->out.flush_behind = r->fsync_out;
-	r->out.stage = malloc(OUT_STAGE);
-	if (!r->out.stage)
-		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	r->out.stage = r->rbuf + IN_BLOCK;
 	if (r->direct) {
 		r->out.ref_lo = r->rbuf;
 		r->out.ref_hi = r->rbuf + IN_BLOCK;
@@ -962,7 +964,6 @@ static void run_free(struct run *r)
 	free(r->zbuf);
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
-	free(r->out.stage);
 	free(r->rbuf);
 	th_ctx_free(&r->th);
 }
