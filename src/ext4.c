@@ -5,9 +5,10 @@
  * A run has two phases.  Planning reads the used part of every inode
  * table in large sequential runs, checks each in-use inode's checksum,
  * and computes the shifted inodes and EA blocks, noting which runs
- * change and keeping shifted EA blocks in memory within a budget;
- * nothing is written, so every refusal (a bad checksum, a value that no
- * longer fits, --unmapped=fail) leaves the image as it was.  Writing
+ * change and keeping shifted EA blocks in memory within a budget (on a
+ * large image, two threads each take half of the runs); nothing is
+ * written, so every refusal (a bad checksum, a value that no longer
+ * fits, --unmapped=fail) leaves the image as it was.  Writing
  * then reads and shifts each changed run again, from the page cache,
  * and puts it back in place (EA blocks likewise, those not kept
  * recomputed), then rewrites the quota files.  The check pass is
@@ -31,6 +32,7 @@
 
 #include <et/com_err.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "ext4.h"
 #include "journal.h"
@@ -757,15 +759,17 @@ const char *e4_path(struct e4_ctx *c, ext2_ino_t ino, char *buf, size_t size)
 	char *name = NULL;
 
 	snprintf(buf, size, "<inode %u>", ino);
-	if (ext2fs_read_inode(c->fs, ino, &inode))
-		return buf;
-	if (!LINUX_S_ISDIR(inode.i_mode) && !(dir = find_parent(c, ino)))
-		return buf;
+	pthread_mutex_lock(&c->sh->lock);
+	if (ext2fs_read_inode(c->fs, ino, &inode) ||
+	    (!LINUX_S_ISDIR(inode.i_mode) && !(dir = find_parent(c, ino))))
+		goto out_unlock;
 	if (ext2fs_get_pathname(c->fs, LINUX_S_ISDIR(inode.i_mode) ? ino : dir,
 				LINUX_S_ISDIR(inode.i_mode) ? 0 : ino, &name) || !name)
-		return buf;
+		goto out_unlock;
 	snprintf(buf, size, "%s (inode %u)", name, ino);
 	ext2fs_free_mem(&name);
+out_unlock:
+	pthread_mutex_unlock(&c->sh->lock);
 	return buf;
 }
 
@@ -888,16 +892,16 @@ static int add_range(struct e4_ctx *c, size_t *cap, blk64_t first, blk64_t n)
 {
 	if (!n)
 		return 0;
-	if (c->nr_meta == *cap) {
+	if (c->sh->nr_meta == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 256;
-		struct e4_range *m = realloc(c->meta, ncap * sizeof(*m));
+		struct e4_range *m = realloc(c->sh->meta, ncap * sizeof(*m));
 
 		if (!m)
 			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		c->meta = m;
+		c->sh->meta = m;
 		*cap = ncap;
 	}
-	c->meta[c->nr_meta++] = (struct e4_range){ first, first + n - 1 };
+	c->sh->meta[c->sh->nr_meta++] = (struct e4_range){ first, first + n - 1 };
 	return 0;
 }
 
@@ -919,7 +923,7 @@ static int build_meta(struct e4_ctx *c)
 	err = ext2fs_read_block_bitmap(fs);
 	if (err)
 		return e4_fail(c, err, "reading the block bitmaps");
-	c->have_bbitmap = true;
+	c->sh->have_bbitmap = true;
 	for (dgrp_t g = 0; !e && g < fs->group_desc_count; g++) {
 		blk64_t super, old_desc, new_desc;
 		blk_t used;
@@ -940,28 +944,28 @@ static int build_meta(struct e4_ctx *c)
 	}
 	if (e)
 		return e;
-	qsort(c->meta, c->nr_meta, sizeof(*c->meta), range_cmp);
+	qsort(c->sh->meta, c->sh->nr_meta, sizeof(*c->sh->meta), range_cmp);
 	/* A running maximum of the ends makes one binary search enough. */
-	for (size_t i = 1; i < c->nr_meta; i++)
-		if (c->meta[i].last < c->meta[i - 1].last)
-			c->meta[i].last = c->meta[i - 1].last;
+	for (size_t i = 1; i < c->sh->nr_meta; i++)
+		if (c->sh->meta[i].last < c->sh->meta[i - 1].last)
+			c->sh->meta[i].last = c->sh->meta[i - 1].last;
 	return 0;
 }
 
 static bool in_meta(const struct e4_ctx *c, blk64_t blk)
 {
-	size_t lo = 0, hi = c->nr_meta;
+	size_t lo = 0, hi = c->sh->nr_meta;
 
 	/* The last range starting at or before blk, whose end is the maximum so far. */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 
-		if (c->meta[mid].first <= blk)
+		if (c->sh->meta[mid].first <= blk)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo > 0 && c->meta[lo - 1].last >= blk;
+	return lo > 0 && c->sh->meta[lo - 1].last >= blk;
 }
 
 static int check_ea_blk(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
@@ -969,7 +973,7 @@ static int check_ea_blk(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
 	ext2_filsys fs = c->fs;
 	int err;
 
-	if (!c->have_bbitmap) {
+	if (!c->sh->have_bbitmap) {
 		err = build_meta(c);
 		if (err)
 			return err;
@@ -986,28 +990,28 @@ static size_t ea_slot(const struct e4_ctx *c, blk64_t blk)
 {
 	uint64_t x = blk * 0x9e3779b97f4a7c15ull;
 
-	return (size_t)(x >> 17) & (c->ea_cap - 1);
+	return (size_t)(x >> 17) & (c->sh->ea_cap - 1);
 }
 
 static struct e4_ea *ea_lookup(struct e4_ctx *c, blk64_t blk)
 {
 	size_t i = ea_slot(c, blk);
 
-	while (c->ea[i].blk && c->ea[i].blk != blk)
-		i = (i + 1) & (c->ea_cap - 1);
-	return &c->ea[i];
+	while (c->sh->ea[i].blk && c->sh->ea[i].blk != blk)
+		i = (i + 1) & (c->sh->ea_cap - 1);
+	return &c->sh->ea[i];
 }
 
 static int ea_grow(struct e4_ctx *c)
 {
-	struct e4_ea *old = c->ea;
-	size_t n = c->ea_cap;
+	struct e4_ea *old = c->sh->ea;
+	size_t n = c->sh->ea_cap;
 
-	c->ea_cap = n ? n * 2 : 1024;
-	c->ea = calloc(c->ea_cap, sizeof(*c->ea));
-	if (!c->ea) {
-		c->ea = old;
-		c->ea_cap = n;
+	c->sh->ea_cap = n ? n * 2 : 1024;
+	c->sh->ea = calloc(c->sh->ea_cap, sizeof(*c->sh->ea));
+	if (!c->sh->ea) {
+		c->sh->ea = old;
+		c->sh->ea_cap = n;
 		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1036,25 +1040,21 @@ static int ea_compute(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
 /* Keeps a shifted block if the budget allows; replays it otherwise. */
 static unsigned char *keep(struct e4_ctx *c, unsigned char *buf, size_t len)
 {
-	if (c->kept + len > c->budget) {
+	if (c->sh->kept + len > c->sh->budget) {
 		free(buf);
 		return NULL;
 	}
-	c->kept += len;
+	c->sh->kept += len;
 	return buf;
 }
 
-/*
- * Shifts an inode's EA block the first time one of its inodes is met;
- * later inodes sharing it only learn what it held.
- */
-static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
+static int ea_met(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
 {
 	struct e4_ea *e;
 	unsigned char *buf;
 	int res;
 
-	if (c->ea_nr * 2 >= c->ea_cap && ea_grow(c) < 0)
+	if (c->sh->ea_nr * 2 >= c->sh->ea_cap && ea_grow(c) < 0)
 		return -ENOMEM;
 	e = ea_lookup(c, blk);
 	if (e->blk) {
@@ -1088,8 +1088,34 @@ static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
 	e->res = (unsigned int)res;
 	e->nref = 1;
 	e->buf = res & SI_CHANGED ? keep(c, buf, c->bsz) : (free(buf), NULL);
-	c->ea_nr++;
+	c->sh->ea_nr++;
 	return res;
+}
+
+/*
+ * Shifts an inode's EA block the first time one of its inodes is met;
+ * later inodes sharing it only learn what it held.  Planning threads
+ * meet blocks in any order: whoever comes first shifts the block.
+ */
+static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
+{
+	int res;
+
+	pthread_mutex_lock(&c->sh->lock);
+	res = ea_met(c, ino, blk);
+	pthread_mutex_unlock(&c->sh->lock);
+	return res;
+}
+
+/* The edit planned for a known EA block (the table may grow meanwhile). */
+static const struct e4_edit *ea_edit(struct e4_ctx *c, blk64_t blk)
+{
+	const struct e4_edit *ed;
+
+	pthread_mutex_lock(&c->sh->lock);
+	ed = ea_lookup(c, blk)->edit;
+	pthread_mutex_unlock(&c->sh->lock);
+	return ed;
 }
 
 /* ---- inodes ---- */
@@ -1311,7 +1337,7 @@ static int move_entries(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw,
 		return refuse_ino(c, ino, ENOSPC,
 				  "grown security.capability or override_stat values fit neither in the inode nor in its EA block");
 	if (ea & E4_MOVED)
-		return pull_into_body(c, ino, raw, ea_lookup(c, blk)->edit);
+		return pull_into_body(c, ino, raw, ea_edit(c, blk));
 	return c->replay ? spill_apply(c, ino, raw) : spill_record(c, ino, raw, blk);
 }
 
@@ -1541,15 +1567,42 @@ static unsigned char *run_buffer(struct e4_ctx *c, const struct e4_runs *rs)
 	return c->run;
 }
 
-static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
+/*
+ * Planning reads runs with pread(2), not through libext2fs's I/O
+ * channel, so that two threads can: nothing is written yet, so the
+ * image holds what the channel would return.
+ */
+static int plan_read(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf)
+{
+	size_t len = (size_t)r->nblk * c->bsz, done = 0;
+	off_t at = (off_t)(c->offset + r->blk * c->bsz);
+
+	while (done < len) {
+		ssize_t n = pread(c->fd, buf + done, len - done, at + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return e4_fail(c, n < 0 ? errno : EXT2_ET_SHORT_READ,
+				       "reading inode table blocks %llu-%llu",
+				       (unsigned long long)r->blk,
+				       (unsigned long long)(r->blk + r->nblk - 1));
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Plans runs [from, to), until one fails or *stop is set. */
+static int plan_some(struct e4_ctx *c, struct e4_runs *rs, size_t from,
+		     size_t to, atomic_bool *stop)
 {
 	unsigned char *buf = run_buffer(c, rs);
 
 	if (!buf && rs->nr)
 		return -ENOMEM;
-	for (size_t i = 0; i < rs->nr; i++) {
+	for (size_t i = from; i < to && !atomic_load(stop); i++) {
 		struct e4_run *r = &rs->r[i];
-		int res = read_run(c, r, buf);
+		int res = plan_read(c, r, buf);
 
 		if (!res)
 			res = shift_run(c, r, buf);
@@ -1559,6 +1612,138 @@ static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 		si_progress(c->h, c->h->tally.st.objects, rs->inodes);
 	}
 	return 0;
+}
+
+/*
+ * The second planning thread: the upper half of the runs, with a handle
+ * of its own for its tally and its first error (neither reports
+ * progress or lists), and buffers of its own; the EA blocks are shared.
+ */
+struct half {
+	struct e4_ctx c;
+	struct shiftimg h;
+	struct e4_runs *rs;
+	size_t from;
+	atomic_bool *stop;
+	int err;
+};
+
+static void *half_main(void *arg)
+{
+	struct half *hf = arg;
+
+	hf->err = plan_some(&hf->c, hf->rs, hf->from, hf->rs->nr, hf->stop);
+	return NULL;
+}
+
+static int half_init(struct half *hf, struct e4_ctx *c, struct e4_runs *rs)
+{
+	uint64_t want = 0, half = 0;
+	size_t i;
+
+	for (i = 0; i < rs->nr; i++)
+		want += rs->r[i].nblk;
+	for (i = 0; i < rs->nr && half < want / 2; i++)
+		half += rs->r[i].nblk;
+	hf->rs = rs;
+	hf->from = i;
+	hf->h = *c->h;
+	si_tally_init(&hf->h.tally);
+	hf->h.err[0] = '\0';
+	hf->h.list_fn = NULL;
+	hf->h.progress_fn = NULL;
+	if (pthread_mutex_init(&hf->h.lock, NULL))
+		return -EAGAIN;
+	hf->c = *c;
+	hf->c.h = &hf->h;
+	hf->c.run = NULL;
+	hf->c.out = hf->c.pull = (struct e4_moved){ 0 };
+	hf->c.spill = NULL;
+	hf->c.nr_spill = hf->c.cap_spill = 0;
+	hf->c.scratch = malloc(4 * (c->bsz > c->isz ? c->bsz : c->isz) + 4096);
+	if (!hf->c.scratch) {
+		pthread_mutex_destroy(&hf->h.lock);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The upper half's spills follow the lower half's: both in inode order. */
+static int half_join(struct e4_ctx *c, struct half *hf)
+{
+	size_t n = c->nr_spill + hf->c.nr_spill;
+	struct e4_spill *s;
+
+	si_tally_merge(&c->h->tally, &hf->h.tally);
+	if (!hf->c.nr_spill)
+		return 0;
+	s = realloc(c->spill, n * sizeof(*s));
+	if (!s)
+		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
+	memcpy(s + c->nr_spill, hf->c.spill, hf->c.nr_spill * sizeof(*s));
+	c->spill = s;
+	c->nr_spill = c->cap_spill = n;
+	hf->c.nr_spill = 0;
+	return 0;
+}
+
+static void half_free(struct half *hf)
+{
+	for (size_t i = 0; i < hf->c.nr_spill; i++)
+		e4_moved_free(&hf->c.spill[i].m);
+	free(hf->c.spill);
+	e4_moved_free(&hf->c.out);
+	e4_moved_free(&hf->c.pull);
+	free(hf->c.run);
+	free(hf->c.scratch);
+	si_tally_free(&hf->h.tally);
+	pthread_mutex_destroy(&hf->h.lock);
+}
+
+/*
+ * Two threads plan large images, each half of the runs: reading and
+ * checking the tables is most of planning, and halves scale on two
+ * cores where handing runs from one thread to another did not.  The
+ * lower half's error wins, as it would in one thread; the upper half's
+ * is taken when the lower half has none.  Listing keeps one thread, in
+ * inode order.
+ */
+#define SPLIT_MIN	65536		/* in-use inodes worth a second thread */
+
+/* SHIFTIMG_PLAN_SPLIT_MIN lets the tests split small images. */
+static uint64_t split_min(void)
+{
+	const char *s = getenv("SHIFTIMG_PLAN_SPLIT_MIN");
+
+	return s && *s ? strtoull(s, NULL, 10) : SPLIT_MIN;
+}
+
+static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
+{
+	atomic_bool stop = false;
+	struct half hf;
+	pthread_t tid;
+	int err;
+
+	if (c->listing || si_threads(c->h) < 2 || rs->inodes < split_min() ||
+	    rs->nr < 2 || half_init(&hf, c, rs) < 0)
+		return plan_some(c, rs, 0, rs->nr, &stop);
+	hf.stop = &stop;
+	if (pthread_create(&tid, NULL, half_main, &hf)) {
+		half_free(&hf);
+		return plan_some(c, rs, 0, rs->nr, &stop);
+	}
+	err = plan_some(c, rs, 0, hf.from, &stop);
+	if (err)
+		atomic_store(&stop, true);
+	pthread_join(tid, NULL);
+	if (!err && hf.err)
+		err = si_error(c->h, -hf.err, "%s",
+			       hf.h.err[0] ? hf.h.err : strerror(-hf.err));
+	if (!err)
+		err = half_join(c, &hf);
+	half_free(&hf);
+	return err;
 }
 
 /* ---- where spilled values go ---- */
@@ -1758,7 +1943,7 @@ static int plan_spills(struct e4_ctx *c)
 
 	if (!n)
 		return 0;
-	if (!c->have_bbitmap && (err = build_meta(c)))
+	if (!c->sh->have_bbitmap && (err = build_meta(c)))
 		return err;
 	sp = malloc(n * sizeof(*sp));
 	buf = malloc(2 * (size_t)c->bsz);
@@ -1836,8 +2021,8 @@ static int write_ea(struct e4_ctx *c, unsigned char *tmp)
 {
 	int err = 0;
 
-	for (size_t i = 0; !err && i < c->ea_cap; i++) {
-		struct e4_ea *e = &c->ea[i];
+	for (size_t i = 0; !err && i < c->sh->ea_cap; i++) {
+		struct e4_ea *e = &c->sh->ea[i];
 
 		if (!e->blk || (!(e->res & SI_CHANGED) && !e->edit))
 			continue;
@@ -1985,24 +2170,36 @@ static size_t budget(void)
 	return b < BUDGET_MAX ? b : BUDGET_MAX;
 }
 
+static int shared_init(struct e4_shared *sh)
+{
+	pthread_mutexattr_t a;
+	int err;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	err = pthread_mutex_init(&sh->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	return -err;
+}
+
 static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 {
 	free(rs->r);
 	free(c->run);
-	for (size_t i = 0; i < c->ea_cap; i++) {
-		free(c->ea[i].buf);
-		if (c->ea[i].edit)
-			e4_moved_free(&c->ea[i].edit->pulled);
-		free(c->ea[i].edit);
+	for (size_t i = 0; i < c->sh->ea_cap; i++) {
+		free(c->sh->ea[i].buf);
+		if (c->sh->ea[i].edit)
+			e4_moved_free(&c->sh->ea[i].edit->pulled);
+		free(c->sh->ea[i].edit);
 	}
-	free(c->ea);
+	free(c->sh->ea);
 	for (size_t i = 0; i < c->nr_spill; i++)
 		e4_moved_free(&c->spill[i].m);
 	free(c->spill);
 	free(c->newblk);
 	e4_moved_free(&c->out);
 	e4_moved_free(&c->pull);
-	free(c->meta);
+	free(c->sh->meta);
 	free(c->ibits);
 	free(c->scratch);
 	e4_quota_free(c);
@@ -2038,7 +2235,7 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 	if (c->h->tally.privileged && si_check_privileged(c->h))
 		return si_privileged_refuse(c->h, c->name);
 	err = write_runs(c, rs);
-	if (!err && (c->ea_nr || c->nr_new) && !(tmp = malloc(c->bsz)))
+	if (!err && (c->sh->ea_nr || c->nr_new) && !(tmp = malloc(c->bsz)))
 		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	if (!err)
 		err = write_ea(c, tmp);
@@ -2087,10 +2284,11 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 		    enum si_pass pass)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct e4_shared sh = { .budget = budget() };
 	struct e4_ctx c = {
 		.h = h, .name = t->path, .apply = pass == SI_PASS_APPLY,
 		.listing = h->list_fn != NULL || (h->flags & SHIFTIMG_DRY_RUN),
-		.budget = budget(),
+		.sh = &sh,
 	};
 	struct e4_runs rs = { 0 };
 	errcode_t cerr;
@@ -2098,9 +2296,12 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 
 	/* libext2fs's messages come from com_err, once its table is known. */
 	pthread_once(&once, init_errors);
+	err = shared_init(&sh);
+	if (err)
+		return si_error(h, -err, "%s: %s", c.name, strerror(-err));
 	err = open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
 	if (err)
-		return err;
+		goto out_lock;
 	c.scratch = malloc(4 * (c.bsz > c.isz ? c.bsz : c.isz) + 4096);
 	if (!c.scratch) {
 		err = si_error(h, ENOMEM, "%s: out of memory", c.name);
@@ -2120,6 +2321,8 @@ out_close:
 	if (!err && cerr)
 		err = e4_fail(&c, cerr, "flushing");
 	ctx_free(&c, &rs);
+out_lock:
+	pthread_mutex_destroy(&sh.lock);
 	return err;
 }
 

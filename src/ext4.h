@@ -7,6 +7,7 @@
 #ifndef SHIFTIMG_EXT4_H
 #define SHIFTIMG_EXT4_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,25 @@ struct e4_newblk {
 	const struct e4_moved *m;	/* the entries added */
 };
 
+/*
+ * What the threads that plan a run share: the EA blocks met, shifted
+ * once whoever meets them first, and the metadata an EA block must not
+ * be.  The lock also serialises libext2fs's I/O channel, which is not
+ * thread-safe: EA block reads and the directory reads of e4_path().
+ */
+struct e4_shared {
+	pthread_mutex_t lock;		/* recursive: e4_path() may nest */
+	/* EA blocks, open-addressed by block number. */
+	struct e4_ea *ea;
+	size_t ea_cap, ea_nr;
+	bool have_bbitmap;
+	/* Metadata block ranges an EA block must not fall into, sorted. */
+	struct e4_range { blk64_t first, last; } *meta;
+	size_t nr_meta;
+	/* Memory for shifted EA blocks kept between planning and writing. */
+	size_t budget, kept;
+};
+
 struct e4_ctx {
 	struct shiftimg *h;
 	const char *name;		/* the target as the user named it */
@@ -90,17 +110,9 @@ struct e4_ctx {
 	/* Inodes in use: a flat copy of the inode bitmap. */
 	unsigned char *ibits;
 
-	/* EA blocks, open-addressed by block number. */
-	struct e4_ea *ea;
-	size_t ea_cap, ea_nr;
-	bool have_bbitmap;
-	/* Metadata block ranges an EA block must not fall into, sorted. */
-	struct e4_range { blk64_t first, last; } *meta;
-	size_t nr_meta;
-
-	/* Memory for shifted EA blocks kept between planning and writing. */
-	size_t budget, kept;
-	unsigned char *run;		/* the one inode-table run buffer */
+	/* The EA blocks met, shared by the threads that plan. */
+	struct e4_shared *sh;
+	unsigned char *run;		/* this thread's inode-table run buffer */
 
 	/*
 	 * The rewritten user, group (and, when spilled values take new
