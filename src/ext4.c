@@ -1536,15 +1536,36 @@ static int shift_run(struct e4_ctx *c, struct e4_run *r, unsigned char *buf)
 	return res;
 }
 
+/* Scratch for xattr areas (e4_ctx.scratch), one per planning thread. */
+static unsigned char *scratch_new(const struct e4_ctx *c)
+{
+	return malloc(4 * (c->bsz > c->isz ? c->bsz : c->isz) + 4096);
+}
+
+/* What each planning thread has of its own: buffers and spills. */
+static void thread_free(struct e4_ctx *c)
+{
+	for (size_t i = 0; i < c->nr_spill; i++)
+		e4_moved_free(&c->spill[i].m);
+	free(c->spill);
+	e4_moved_free(&c->out);
+	e4_moved_free(&c->pull);
+	free(c->run);
+	free(c->scratch);
+}
+
+static int run_failed(struct e4_ctx *c, const struct e4_run *r, errcode_t err)
+{
+	return e4_fail(c, err, "reading inode table blocks %llu-%llu",
+		       (unsigned long long)r->blk,
+		       (unsigned long long)(r->blk + r->nblk - 1));
+}
+
 static int read_run(struct e4_ctx *c, const struct e4_run *r, unsigned char *buf)
 {
 	errcode_t err = io_channel_read_blk64(c->fs->io, r->blk, (int)r->nblk, buf);
 
-	if (err)
-		return e4_fail(c, err, "reading inode table blocks %llu-%llu",
-			       (unsigned long long)r->blk,
-			       (unsigned long long)(r->blk + r->nblk - 1));
-	return 0;
+	return err ? run_failed(c, r, err) : 0;
 }
 
 /*
@@ -1583,10 +1604,7 @@ static int plan_read(struct e4_ctx *c, const struct e4_run *r, unsigned char *bu
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return e4_fail(c, n < 0 ? errno : EXT2_ET_SHORT_READ,
-				       "reading inode table blocks %llu-%llu",
-				       (unsigned long long)r->blk,
-				       (unsigned long long)(r->blk + r->nblk - 1));
+			return run_failed(c, r, n < 0 ? errno : EXT2_ET_SHORT_READ);
 		done += (size_t)n;
 	}
 	return 0;
@@ -1660,7 +1678,7 @@ static int half_init(struct half *hf, struct e4_ctx *c, struct e4_runs *rs)
 	hf->c.out = hf->c.pull = (struct e4_moved){ 0 };
 	hf->c.spill = NULL;
 	hf->c.nr_spill = hf->c.cap_spill = 0;
-	hf->c.scratch = malloc(4 * (c->bsz > c->isz ? c->bsz : c->isz) + 4096);
+	hf->c.scratch = scratch_new(c);
 	if (!hf->c.scratch) {
 		pthread_mutex_destroy(&hf->h.lock);
 		return -ENOMEM;
@@ -1689,13 +1707,7 @@ static int half_join(struct e4_ctx *c, struct half *hf)
 
 static void half_free(struct half *hf)
 {
-	for (size_t i = 0; i < hf->c.nr_spill; i++)
-		e4_moved_free(&hf->c.spill[i].m);
-	free(hf->c.spill);
-	e4_moved_free(&hf->c.out);
-	e4_moved_free(&hf->c.pull);
-	free(hf->c.run);
-	free(hf->c.scratch);
+	thread_free(&hf->c);
 	si_tally_free(&hf->h.tally);
 	pthread_mutex_destroy(&hf->h.lock);
 }
@@ -2185,7 +2197,7 @@ static int shared_init(struct e4_shared *sh)
 static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 {
 	free(rs->r);
-	free(c->run);
+	thread_free(c);
 	for (size_t i = 0; i < c->sh->ea_cap; i++) {
 		free(c->sh->ea[i].buf);
 		if (c->sh->ea[i].edit)
@@ -2193,15 +2205,9 @@ static void ctx_free(struct e4_ctx *c, struct e4_runs *rs)
 		free(c->sh->ea[i].edit);
 	}
 	free(c->sh->ea);
-	for (size_t i = 0; i < c->nr_spill; i++)
-		e4_moved_free(&c->spill[i].m);
-	free(c->spill);
 	free(c->newblk);
-	e4_moved_free(&c->out);
-	e4_moved_free(&c->pull);
 	free(c->sh->meta);
 	free(c->ibits);
-	free(c->scratch);
 	e4_quota_free(c);
 }
 
@@ -2302,7 +2308,7 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	err = open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
 	if (err)
 		goto out_lock;
-	c.scratch = malloc(4 * (c.bsz > c.isz ? c.bsz : c.isz) + 4096);
+	c.scratch = scratch_new(&c);
 	if (!c.scratch) {
 		err = si_error(h, ENOMEM, "%s: out of memory", c.name);
 		goto out_close;
