@@ -2199,11 +2199,16 @@ static int ext4_undo(struct shiftimg *h, const struct si_target *t,
 
 /*
  * Syncs the target: syncfs(2) for a tree, fsync(2) for an image (which
- * covers writes made through any descriptor of it).
+ * covers writes made through any descriptor of it).  A tree walked with
+ * --cross-mounts may have changed other filesystems as well, which the
+ * syncfs of its root's leaves alone: sync(2) takes them all first (it
+ * reports no errors; the syncfs after it still does, for the root's).
  */
 static int sync_target(struct shiftimg *h, const struct si_target *t, int kind)
 {
 	si_fault(SI_FAULT_SYNC);
+	if (kind == J_TREE && (h->flags & SHIFTIMG_CROSS_MOUNTS))
+		sync();
 	if ((kind == J_TREE ? syncfs(t->fd) : fsync(t->fd)) < 0)
 		return si_error(h, errno, "%s: syncing: %s", t->path, strerror(errno));
 	return 0;
