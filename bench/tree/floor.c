@@ -12,7 +12,13 @@
  *   l  llistxattr by name, from a working directory fchdir'ed to the parent
  *   c  fchownat (needs a stat first)
  * e.g. "s" is a bare stat walk, "xl" shiftimg's check pass, "xlc" a
- * one-pass shift without xattrs.
+ * one-pass shift without xattrs.  A second pass after a slash, "C",
+ * walks again and chowns each entry by the ids the first pass kept in
+ * memory, without a stat: "xl/C" is the floor of any design that must
+ * look at everything before it changes anything, as shiftimg's default
+ * run must (--unmapped=fail).  Its second pass finds every inode gone
+ * from the CPU's caches again, so a chown there costs more than after
+ * a stat of the same entry.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -23,16 +29,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 static long delta;
-static const char *ops = "sc";
+static char *ops = "sc";
 static int rootfd;
 static char **tops;
 static size_t nr_tops;
 static atomic_size_t next;
+
+/* The ids the first pass saw, per top-level directory, in walk order. */
+struct ids {
+	uint32_t *v;
+	size_t n, cap, pos;
+};
+static struct ids *kept;
+static __thread struct ids *mine;
+
+static void keep(const struct stat *st)
+{
+	if (mine->n + 2 > mine->cap) {
+		mine->cap = mine->cap ? 2 * mine->cap : 4096;
+		mine->v = realloc(mine->v, mine->cap * sizeof(*mine->v));
+		if (!mine->v)
+			abort();
+	}
+	mine->v[mine->n++] = st->st_uid;
+	mine->v[mine->n++] = st->st_gid;
+}
 
 /* The OPS of one entry; 0, or -1 if it could not be stat'ed. */
 static int entry(int dfd, const char *name, struct stat *st)
@@ -63,8 +90,18 @@ static int entry(int dfd, const char *name, struct stat *st)
 			fchownat(dfd, name, (uid_t)(st->st_uid + delta),
 				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
 			break;
+		case 'C':
+			if (mine->pos + 2 > mine->n)
+				abort();	/* the tree changed between passes */
+			fchownat(dfd, name, (uid_t)(mine->v[mine->pos] + delta),
+				 (gid_t)(mine->v[mine->pos + 1] + delta),
+				 AT_SYMLINK_NOFOLLOW);
+			mine->pos += 2;
+			break;
 		}
 	}
+	if (kept && ops[strlen(ops) - 1] != 'C')
+		keep(st);
 	return 0;
 }
 
@@ -83,6 +120,7 @@ static void walk(int dfd)
 		if (e->d_name[0] == '.' && (!e->d_name[1] ||
 		    (e->d_name[1] == '.' && !e->d_name[2])))
 			continue;
+		st.st_mode = DTTOIF(e->d_type);	/* "C" makes no stat */
 		if (entry(dfd, e->d_name, &st) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
@@ -108,6 +146,8 @@ static void *worker(void *arg)
 		int fd;
 
 		fchdir(rootfd);
+		mine = kept ? &kept[i] : NULL;
+		st.st_mode = S_IFDIR;
 		if (entry(rootfd, tops[i], &st) < 0)
 			continue;
 		if (!S_ISDIR(st.st_mode))
@@ -123,6 +163,7 @@ int main(int argc, char **argv)
 {
 	pthread_t tid[64];
 	struct dirent *e;
+	char *second;
 	DIR *d;
 	int n, i;
 
@@ -145,9 +186,22 @@ int main(int argc, char **argv)
 		tops[nr_tops++] = strdup(e->d_name);
 	}
 	closedir(d);
-	for (i = 0; i < n; i++)
-		pthread_create(&tid[i], NULL, worker, NULL);
-	for (i = 0; i < n; i++)
-		pthread_join(tid[i], NULL);
-	return 0;
+	second = strchr(ops, '/');
+	if (second) {
+		*second++ = '\0';
+		kept = calloc(nr_tops, sizeof(*kept));
+		if (!kept)
+			return 1;
+	}
+	for (;;) {
+		for (i = 0; i < n; i++)
+			pthread_create(&tid[i], NULL, worker, NULL);
+		for (i = 0; i < n; i++)
+			pthread_join(tid[i], NULL);
+		if (!second)
+			return 0;
+		ops = second;
+		second = NULL;
+		next = 0;
+	}
 }

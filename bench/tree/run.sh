@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # Tree benchmark: shiftimg against fuidshift and the physical floor (a
-# bare fstatat + fchownat walk, bench/tree/floor.c), side by side in one
+# bare fstatat + fchownat walk, bench/tree/floor.c; also the floor of a
+# run that looks at everything before it changes anything: a statx +
+# llistxattr pass, then a chown pass), side by side in one
 # run, on
 #   - a 200,000-file tree over 2,000 directories (ACLs, capabilities,
 #     setuid files, hard links: bench/tree/mktree.py), and
@@ -91,13 +93,16 @@ timed() {	# tool tree
 		cp -a "$tree" "$tree.fu" ;;
 	floor1|floor2) echo "$1 $(secs "$B/floor" "${1#floor}" $delta "$tree.floor")"
 		delta=$((-delta)) ;;
+	# Look at everything, then change it: the floor of a checked run.
+	floor2pass) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" xl/C)"
+		delta=$((-delta)) ;;
 	# shiftimg's default ends with its changes on disk; so does this one.
 	floor2sync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
 		delta=$((-delta)) ;;
 	esac >>"$B/times"
 }
 
-TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync"
+TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync floor2pass"
 rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
@@ -160,19 +165,22 @@ report() {	# name label
 		"floor, 1 thread (fstatat + fchownat)" "$(med floor1)" "$(cpu floor1)" \
 		"floor, 2 threads" "$(med floor2)" "$(cpu floor2)" \
 		"floor, 2 threads, then syncfs (durable)" "$(med floor2sync)" "$(cpu floor2sync)" \
+		"floor, 2 threads, statx+llistxattr pass, chown pass" "$(med floor2pass)" "$(cpu floor2pass)" \
 		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
 		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
 		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
 		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
 	for k in med cpu; do
 		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fs="$($k floor2sync)" -v fu="$($k fuidshift)" \
-		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" '
+		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" '
 		function r(a, b) { return b > 0 ? sprintf("%.2fx", a / b) : "n/a" }
 		BEGIN {
 			printf "ratios (%s): fuidshift/floor1 %s, fuidshift/floor2 %s, fuidshift/shiftimg %s (off %s, one pass %s)\n",
 				k == "med" ? "wall" : "cpu", r(fu, f1), r(fu, f2), r(fu, si), r(fu, so), r(fu, s1)
 			printf "             shiftimg/floor2 %s (off %s, one pass %s), shiftimg/floor1 %s, shiftimg/(floor2 + syncfs) %s\n",
 				r(si, f2), r(so, f2), r(s1, f2), r(si, f1), r(si, fs)
+			printf "             two-pass floor/floor2 %s, shiftimg/two-pass floor %s (off %s)\n",
+				r(fp, f2), r(si, fp), r(so, fp)
 		}'
 	done
 	if [ "$FS" != tmpfs ]; then
