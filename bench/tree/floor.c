@@ -41,7 +41,10 @@ static char **tops;
 static size_t nr_tops;
 static atomic_size_t next;
 
-/* The ids the first pass saw, per top-level directory, in walk order. */
+/*
+ * What the first pass saw of each entry, per top-level directory, in
+ * walk order: uid, gid, and whether it is a file with other names.
+ */
 struct ids {
 	uint32_t *v;
 	size_t n, cap, pos;
@@ -51,7 +54,7 @@ static __thread struct ids *mine;
 
 static void keep(const struct stat *st)
 {
-	if (mine->n + 2 > mine->cap) {
+	if (mine->n + 3 > mine->cap) {
 		mine->cap = mine->cap ? 2 * mine->cap : 4096;
 		mine->v = realloc(mine->v, mine->cap * sizeof(*mine->v));
 		if (!mine->v)
@@ -59,6 +62,7 @@ static void keep(const struct stat *st)
 	}
 	mine->v[mine->n++] = st->st_uid;
 	mine->v[mine->n++] = st->st_gid;
+	mine->v[mine->n++] = !S_ISDIR(st->st_mode) && st->st_nlink > 1;
 }
 
 /* The OPS of one entry; 0, or -1 if it could not be stat'ed. */
@@ -82,6 +86,7 @@ static int entry(int dfd, const char *name, struct stat *st)
 			st->st_mode = sx.stx_mode;
 			st->st_uid = sx.stx_uid;
 			st->st_gid = sx.stx_gid;
+			st->st_nlink = sx.stx_nlink;
 			break;
 		case 'l':
 			llistxattr(name, list, sizeof(list));
@@ -91,12 +96,21 @@ static int entry(int dfd, const char *name, struct stat *st)
 				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
 			break;
 		case 'C':
-			if (mine->pos + 2 > mine->n)
+			if (mine->pos + 3 > mine->n)
 				abort();	/* the tree changed between passes */
-			fchownat(dfd, name, (uid_t)(mine->v[mine->pos] + delta),
-				 (gid_t)(mine->v[mine->pos + 1] + delta),
-				 AT_SYMLINK_NOFOLLOW);
-			mine->pos += 2;
+			st->st_uid = mine->v[mine->pos];
+			st->st_gid = mine->v[mine->pos + 1];
+			mine->pos += 3;
+			/*
+			 * A hard link's other name may have moved it since:
+			 * as in one pass, it moves from where it is now, so
+			 * that every mix leaves the ids where "sc" does.
+			 */
+			if (mine->v[mine->pos - 1] &&
+			    fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+				return -1;
+			fchownat(dfd, name, (uid_t)(st->st_uid + delta),
+				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
 			break;
 		}
 	}
