@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ struct ids {
 };
 static struct ids *kept;
 static __thread struct ids *mine;
+static bool keeping;		/* the first of two passes */
 
 static void keep(const struct stat *st)
 {
@@ -91,10 +93,6 @@ static int entry(int dfd, const char *name, struct stat *st)
 		case 'l':
 			llistxattr(name, list, sizeof(list));
 			break;
-		case 'c':
-			fchownat(dfd, name, (uid_t)(st->st_uid + delta),
-				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
-			break;
 		case 'C':
 			if (mine->pos + 3 > mine->n)
 				abort();	/* the tree changed between passes */
@@ -109,12 +107,14 @@ static int entry(int dfd, const char *name, struct stat *st)
 			if (mine->v[mine->pos - 1] &&
 			    fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
 				return -1;
+			/* fall through */
+		case 'c':
 			fchownat(dfd, name, (uid_t)(st->st_uid + delta),
 				 (gid_t)(st->st_gid + delta), AT_SYMLINK_NOFOLLOW);
 			break;
 		}
 	}
-	if (kept && ops[strlen(ops) - 1] != 'C')
+	if (keeping)
 		keep(st);
 	return 0;
 }
@@ -206,6 +206,7 @@ int main(int argc, char **argv)
 		kept = calloc(nr_tops, sizeof(*kept));
 		if (!kept)
 			return 1;
+		keeping = true;
 	}
 	for (;;) {
 		for (i = 0; i < n; i++)
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
 			return 0;
 		ops = second;
 		second = NULL;
+		keeping = false;
 		next = 0;
 	}
 }
