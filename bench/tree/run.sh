@@ -4,8 +4,8 @@
 # Tree benchmark: shiftimg against fuidshift and the physical floor (a
 # bare fstatat + fchownat walk, bench/tree/floor.c; also the floor of a
 # run that looks at everything before it changes anything: a statx +
-# llistxattr pass, then a chown pass), side by side in one
-# run, on
+# llistxattr pass, then a chown pass, alone and then synced, as
+# shiftimg's default run must be), side by side in one run, on
 #   - a 200,000-file tree over 2,000 directories (ACLs, capabilities,
 #     setuid files, hard links: bench/tree/mktree.py), and
 #   - a Debian minbase rootfs from debootstrap (cached in $B/minbase).
@@ -96,13 +96,16 @@ timed() {	# tool tree
 	# Look at everything, then change it: the floor of a checked run.
 	floor2pass) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" xl/C)"
 		delta=$((-delta)) ;;
+	# ... and ends with its changes on disk: the floor of shiftimg's default.
+	floor2passsync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" xl/C && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
+		delta=$((-delta)) ;;
 	# shiftimg's default ends with its changes on disk; so does this one.
 	floor2sync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
 		delta=$((-delta)) ;;
 	esac >>"$B/times"
 }
 
-TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync floor2pass"
+TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync floor2pass floor2passsync"
 rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
@@ -166,13 +169,15 @@ report() {	# name label
 		"floor, 2 threads" "$(med floor2)" "$(cpu floor2)" \
 		"floor, 2 threads, then syncfs (durable)" "$(med floor2sync)" "$(cpu floor2sync)" \
 		"floor, 2 threads, statx+llistxattr pass, chown pass" "$(med floor2pass)" "$(cpu floor2pass)" \
+		"floor, 2 threads, those two passes, then syncfs" "$(med floor2passsync)" "$(cpu floor2passsync)" \
 		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
 		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
 		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
 		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
 	for k in med cpu; do
 		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fs="$($k floor2sync)" -v fu="$($k fuidshift)" \
-		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" '
+		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" \
+		    -v fq="$($k floor2passsync)" '
 		function r(a, b) { return b > 0 ? sprintf("%.2fx", a / b) : "n/a" }
 		BEGIN {
 			printf "ratios (%s): fuidshift/floor1 %s, fuidshift/floor2 %s, fuidshift/shiftimg %s (off %s, one pass %s)\n",
@@ -181,6 +186,8 @@ report() {	# name label
 				r(si, f2), r(so, f2), r(s1, f2), r(si, f1), r(si, fs)
 			printf "             two-pass floor/floor2 %s, shiftimg/two-pass floor %s (off %s)\n",
 				r(fp, f2), r(si, fp), r(so, fp)
+			printf "             checked and durable (two-pass floor + syncfs): /floor2 %s, fuidshift/it %s, shiftimg/it %s\n",
+				r(fq, f2), r(fu, fq), r(si, fq)
 		}'
 	done
 	if [ "$FS" != tmpfs ]; then
