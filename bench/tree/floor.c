@@ -26,11 +26,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
-#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>

@@ -96,11 +96,12 @@ timed() {	# tool tree
 	# Look at everything, then change it: the floor of a checked run.
 	floor2pass) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" xl/C)"
 		delta=$((-delta)) ;;
-	# ... and ends with its changes on disk: the floor of shiftimg's default.
-	floor2passsync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" xl/C && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
-		delta=$((-delta)) ;;
-	# shiftimg's default ends with its changes on disk; so does this one.
-	floor2sync) echo "$1 $(secs sh -c '"$0" 2 $1 "$2" && sync -f "$2"' "$B/floor" $delta "$tree.floor")"
+	# shiftimg's default ends with its changes on disk; so do these (the
+	# second is the floor of shiftimg's default: checked and durable).
+	floor2sync|floor2passsync)
+		ops=sc
+		[ "$1" = floor2sync ] || ops=xl/C
+		echo "$1 $(secs sh -c '"$0" 2 $1 "$2" $3 && sync -f "$2"' "$B/floor" $delta "$tree.floor" $ops)"
 		delta=$((-delta)) ;;
 	esac >>"$B/times"
 }
