@@ -27,7 +27,7 @@ static void usage(FILE *out)
 "       [--gid-map-file file] [--subid user] [--unmapped=fail|keep|overflow]\n"
 "       [--cross-mounts] [-o output] [--offset bytes] [--names=clear|keep]\n"
 "       [--level n] [--journal file] [--force] [--allow-privileged]\n"
-"       [-j threads] [--json] [--stamp|--no-stamp] target ...\n"
+"       [-j threads] [--json] [--stamp|--no-stamp] [--sync] target ...\n"
 "       %s --status | --rollback [--journal file] target ...\n",
 		progname, progname);
 }
@@ -212,7 +212,7 @@ enum {
 	OPT_UID_MAP_FILE = 256, OPT_GID_MAP_FILE, OPT_SUBID, OPT_UNMAPPED,
 	OPT_CROSS_MOUNTS, OPT_OFFSET, OPT_NAMES, OPT_LEVEL, OPT_JOURNAL,
 	OPT_FORCE, OPT_JSON, OPT_ALLOW_PRIV, OPT_STATUS, OPT_ROLLBACK,
-	OPT_STAMP, OPT_NO_STAMP,
+	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC,
 };
 
 static const struct option longopts[] = {
@@ -236,6 +236,7 @@ static const struct option longopts[] = {
 	{ "rollback", no_argument, NULL, OPT_ROLLBACK },
 	{ "stamp", no_argument, NULL, OPT_STAMP },
 	{ "no-stamp", no_argument, NULL, OPT_NO_STAMP },
+	{ "sync", no_argument, NULL, OPT_SYNC },
 	{ "allow-privileged", no_argument, NULL, OPT_ALLOW_PRIV },
 	{ "threads", required_argument, NULL, 'j' },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -335,6 +336,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case OPT_NO_STAMP:
 			c->flags &= ~SHIFTIMG_STAMP;
+			break;
+		case OPT_SYNC:
+			c->flags |= SHIFTIMG_SYNC;
 			break;
 		case OPT_ALLOW_PRIV:
 			c->flags |= SHIFTIMG_ALLOW_PRIVILEGED;

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,6 +28,8 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -2214,6 +2217,60 @@ static int sync_target(struct shiftimg *h, const struct si_target *t, int kind)
 	return 0;
 }
 
+/*
+ * True when the target's filesystem journals its metadata, as the kernel
+ * runs it now: ext3 or ext4 with a journal (the sysfs journal_task of a
+ * filesystem without one is "<none>").  Its commits reach the disk in
+ * the order the changes were made, so a change that is on disk after a
+ * crash has every earlier one with it.  Anything unknown answers false.
+ */
+static bool fs_journals_metadata(int fd)
+{
+	char path[PATH_MAX + 64], link[PATH_MAX], task[16] = "";
+	const char *name;
+	struct statfs sfs;
+	struct stat st;
+	ssize_t n;
+	int tfd;
+
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != EXT4_SUPER_MAGIC ||
+	    fstat(fd, &st) < 0)
+		return false;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(st.st_dev),
+		 minor(st.st_dev));
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = '\0';
+	name = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	snprintf(path, sizeof(path), "/sys/fs/ext4/%s/journal_task", name);
+	tfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (tfd < 0)
+		return false;
+	n = read(tfd, task, sizeof(task) - 1);
+	close(tfd);
+	return n > 0 && task[0] >= '0' && task[0] <= '9';
+}
+
+/*
+ * A tree run need not wait for its changes to reach the disk when the
+ * removal of its journal cannot get there before them: what it changed
+ * and the journal are on one filesystem that journals metadata in order.
+ * After a crash, either the journal is there to finish the run, or the
+ * whole run is on disk.  --sync waits all the same.
+ */
+static bool removal_ordered(const struct si_journal *j)
+{
+	struct stat st;
+
+	if (j->kind != J_TREE ||
+	    (j->h->flags & (SHIFTIMG_SYNC | SHIFTIMG_CROSS_MOUNTS)))
+		return false;
+	if (fstat(j->fd, &st) < 0 || st.st_dev != j->t->st.st_dev)
+		return false;
+	return fs_journals_metadata(j->t->fd);
+}
+
 /* ---- the stamp value of a run ---- */
 
 static void stamp_value(int kind, const char *map, char *out, size_t size)
@@ -2260,11 +2317,17 @@ static char *journal_path(const struct shiftimg *h, const char *target)
 	return p;
 }
 
-static int remove_journal(struct shiftimg *h, const char *path)
+/* Removes the journal; durably, unless its removal is ordered anyway. */
+static int unlink_journal(struct shiftimg *h, const char *path, bool durably)
 {
 	if (unlink(path) < 0 && errno != ENOENT)
 		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	return sync_dir(h, path);
+	return durably ? sync_dir(h, path) : 0;
+}
+
+static int remove_journal(struct shiftimg *h, const char *path)
+{
+	return unlink_journal(h, path, true);
 }
 
 /*
@@ -2540,6 +2603,7 @@ out_free:
 int si_journal_end(struct si_journal *j, int err)
 {
 	struct shiftimg *h;
+	bool ordered;
 	int e;
 
 	if (!j)
@@ -2569,7 +2633,8 @@ int si_journal_end(struct si_journal *j, int err)
 	 * the journal is there, recovery redoes the plan or undoes the
 	 * writes and puts the old stamp back), and only then may the
 	 * journal go.  An image the I/O layer synced after its last write
-	 * needs a sync only for the stamp.
+	 * needs a sync only for the stamp; a tree whose filesystem puts the
+	 * journal's removal on disk after the run needs none.
 	 */
 	if (h->flags & SHIFTIMG_STAMP) {
 		e = si_stamp_set(backend_of(j->kind), j->t, j->offset, j->stamp_new);
@@ -2579,13 +2644,14 @@ int si_journal_end(struct si_journal *j, int err)
 		else if (e > 0)
 			j->target_dirty = true;
 	}
-	if (!err && (j->kind == J_TREE || j->target_dirty))
+	ordered = !err && removal_ordered(j);
+	if (!err && !ordered && (j->kind == J_TREE || j->target_dirty))
 		err = sync_target(h, j->t, j->kind);
 	else if (!err)
 		si_fault(SI_FAULT_SYNC);	/* the same points either way */
 	if (!err) {
 		si_fault(SI_FAULT_WRITE);
-		err = remove_journal(h, j->path);
+		err = unlink_journal(h, j->path, !ordered);
 	}
 	journal_free(j);
 	return err;
