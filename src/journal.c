@@ -339,7 +339,12 @@ static int write_out(struct si_journal *j)
 	return 0;
 }
 
-static int sync_dir(struct shiftimg *h, const char *path)
+/*
+ * Syncs the directory of path: its entries, or with whole_fs its whole
+ * filesystem, which a removal needs where the filesystem has no journal
+ * (the freed inode and bitmaps are not the directory's).
+ */
+static int sync_dir(struct shiftimg *h, const char *path, bool whole_fs)
 {
 	char *copy = strdup(path);
 	int fd, err = 0;
@@ -347,7 +352,7 @@ static int sync_dir(struct shiftimg *h, const char *path)
 	if (!copy)
 		return si_error(h, ENOMEM, "out of memory");
 	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
+	if (fd < 0 || (whole_fs ? syncfs(fd) : fsync(fd)) < 0)
 		err = si_error(h, errno, "%s: syncing its directory: %s", path,
 			       strerror(errno));
 	if (fd >= 0)
@@ -382,7 +387,7 @@ static int synced(struct si_journal *j, off_t to, int err)
 	}
 	j->synced = to;
 	if (!j->dir_synced) {
-		err = sync_dir(j->h, j->path);
+		err = sync_dir(j->h, j->path, false);
 		if (err)
 			return err;
 		j->dir_synced = true;
@@ -2322,7 +2327,7 @@ static int unlink_journal(struct shiftimg *h, const char *path, bool durably)
 {
 	if (unlink(path) < 0 && errno != ENOENT)
 		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	return durably ? sync_dir(h, path) : 0;
+	return durably ? sync_dir(h, path, true) : 0;
 }
 
 static int remove_journal(struct shiftimg *h, const char *path)
@@ -2651,6 +2656,10 @@ int si_journal_end(struct si_journal *j, int err)
 		si_fault(SI_FAULT_SYNC);	/* the same points either way */
 	if (!err) {
 		si_fault(SI_FAULT_WRITE);
+		/* A removed file's inode is freed only once it is closed. */
+		sync_stop(j);
+		close(j->fd);
+		j->fd = -1;
 		err = unlink_journal(h, j->path, !ordered);
 	}
 	journal_free(j);
