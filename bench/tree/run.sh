@@ -5,7 +5,7 @@
 # bare fstatat + fchownat walk, bench/tree/floor.c; also the floor of a
 # run that looks at everything before it changes anything: a statx +
 # llistxattr pass, then a chown pass, alone and then synced, as
-# shiftimg's default run must be), side by side in one run, on
+# shiftimg's run with --sync must be), side by side in one run, on
 #   - a 200,000-file tree over 2,000 directories (ACLs, capabilities,
 #     setuid files, hard links: bench/tree/mktree.py), and
 #   - a Debian minbase rootfs from debootstrap (cached in $B/minbase).
@@ -83,6 +83,8 @@ timed() {	# tool tree
 	case $1 in
 	shiftimg) echo "$1 $(secs "$S" -q --map $MAP "$tree")"
 		restore "$tree" ;;
+	sync) echo "$1 $(secs "$S" -q --sync --map $MAP "$tree")"
+		restore "$tree" ;;
 	off) echo "$1 $(secs env SHIFTIMG_JOURNAL=off "$S" -q --map $MAP "$tree")"
 		restore "$tree" ;;
 	onepass) echo "$1 $(secs env SHIFTIMG_JOURNAL=off "$S" -q --unmapped=keep --map $MAP "$tree")"
@@ -96,8 +98,9 @@ timed() {	# tool tree
 	# Look at everything, then change it: the floor of a checked run.
 	floor2pass) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" xl/C)"
 		delta=$((-delta)) ;;
-	# shiftimg's default ends with its changes on disk; so do these (the
-	# second is the floor of shiftimg's default: checked and durable).
+	# shiftimg --sync ends with its changes on disk (as does its default
+	# run where the filesystem has no journal); so do these, and the
+	# second is the floor of such a run: checked and durable.
 	floor2sync|floor2passsync)
 		ops=sc
 		[ "$1" = floor2sync ] || ops=xl/C
@@ -106,7 +109,7 @@ timed() {	# tool tree
 	esac >>"$B/times"
 }
 
-TOOLS="shiftimg off onepass fuidshift floor1 floor2 floor2sync floor2pass floor2passsync"
+TOOLS="shiftimg sync off onepass fuidshift floor1 floor2 floor2sync floor2pass floor2passsync"
 rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
@@ -173,11 +176,12 @@ report() {	# name label
 		"floor, 2 threads, those two passes, then syncfs" "$(med floor2passsync)" "$(cpu floor2passsync)" \
 		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
 		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
+		"shiftimg --sync (then syncfs)" "$(med sync)" "$(cpu sync)" \
 		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
 		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
 	for k in med cpu; do
 		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fs="$($k floor2sync)" -v fu="$($k fuidshift)" \
-		    -v si="$($k shiftimg)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" \
+		    -v si="$($k shiftimg)" -v sy="$($k sync)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" \
 		    -v fq="$($k floor2passsync)" '
 		function r(a, b) { return b > 0 ? sprintf("%.2fx", a / b) : "n/a" }
 		BEGIN {
@@ -187,8 +191,10 @@ report() {	# name label
 				r(si, f2), r(so, f2), r(s1, f2), r(si, f1), r(si, fs)
 			printf "             two-pass floor/floor2 %s, shiftimg/two-pass floor %s (off %s)\n",
 				r(fp, f2), r(si, fp), r(so, fp)
-			printf "             checked and durable (two-pass floor + syncfs): /floor2 %s, fuidshift/it %s, shiftimg/it %s\n",
-				r(fq, f2), r(fu, fq), r(si, fq)
+			printf "             checked and durable (two-pass floor + syncfs): /floor2 %s, fuidshift/it %s, shiftimg --sync/it %s\n",
+				r(fq, f2), r(fu, fq), r(sy, fq)
+			printf "             fuidshift/(shiftimg --sync) %s, (shiftimg --sync)/floor2 %s\n",
+				r(fu, sy), r(sy, f2)
 		}'
 	done
 	if [ "$FS" != tmpfs ]; then
