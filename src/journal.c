@@ -45,7 +45,7 @@
 #include "le.h"
 
 #define J_MAGIC		"SHIFTIMG-JOURNAL"
-#define J_VERSION	3
+#define J_VERSION	4		/* v4: a tree's filesystem id */
 #define J_VERSION_MIN	2		/* v2: block records hold the new bytes too */
 #define J_HDR_FIXED	88
 #define R_MAGIC		0x3143524aU	/* "JRC1" little endian */
@@ -523,6 +523,20 @@ struct hdr {
 	size_t len;			/* bytes, checksum included */
 };
 
+/*
+ * The id of a tree's filesystem (statfs's f_fsid: ext4's comes from its
+ * UUID), which outlives its device number; 0 if it has none.
+ */
+static uint64_t fs_id(int fd)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs) < 0)
+		return 0;
+	return (uint64_t)(uint32_t)sfs.f_fsid.__val[0] |
+	       (uint64_t)(uint32_t)sfs.f_fsid.__val[1] << 32;
+}
+
 static void identity(const struct si_target *t, uint64_t *dev, uint64_t *ino)
 {
 	if (S_ISBLK(t->st.st_mode)) {
@@ -552,7 +566,7 @@ static int write_header(struct si_journal *j, const char *map)
 	put64(p + 24, j->run_id);
 	put64(p + 32, dev);
 	put64(p + 40, ino);
-	put64(p + 48, j->kind == J_EXT4 ? (uint64_t)j->t->st.st_size : 0);
+	put64(p + 48, j->kind == J_EXT4 ? (uint64_t)j->t->st.st_size : fs_id(j->t->fd));
 	put64(p + 56, j->offset);
 	put64(p + 64, j->h->flags & SHIFTIMG_REVERSE ? HDR_REVERSE : 0);
 	put64(p + 72, (uint64_t)time(NULL));
@@ -576,6 +590,8 @@ struct loaded {
 	size_t nr_recs;
 	bool planned;			/* tree: the plan is complete */
 	bool torn;			/* a tail past the last commit was ignored */
+	/* tree: the root's device in the records and now, when they differ */
+	uint64_t dev_was, dev_now;
 };
 
 static void loaded_free(struct loaded *l)
@@ -990,6 +1006,7 @@ struct replayer {
 	const struct si_target *t;
 	int side;			/* 1 redo, 0 undo */
 	bool xdev;			/* the run may cross mounts */
+	uint64_t dev_was, dev_now;	/* the root's device, recorded and now */
 	struct {
 		char *dir;
 		size_t len;
@@ -1004,13 +1021,18 @@ struct replayer {
 };
 
 static void replayer_init(struct replayer *rp, struct shiftimg *h,
-			  const struct si_target *t, int side)
+			  const struct si_target *t, int side,
+			  const struct loaded *l)
 {
 	memset(rp, 0, sizeof(*rp));
 	rp->h = h;
 	rp->t = t;
 	rp->side = side;
 	rp->xdev = h->flags & SHIFTIMG_CROSS_MOUNTS;
+	if (l) {
+		rp->dev_was = l->dev_was;
+		rp->dev_now = l->dev_now;
+	}
 	for (int i = 0; i < DIR_CACHE; i++)
 		rp->cache[i].fd = -1;
 }
@@ -1165,10 +1187,20 @@ out_flags:
 	return err;
 }
 
-static bool same_inode(const struct stat *st, const struct tree_rec *o)
+/* A device number as a tree record holds it. */
+static uint64_t rec_dev(dev_t dev)
 {
+	return ((uint64_t)major(dev) << 32) | minor(dev);
+}
+
+static bool same_inode(const struct replayer *rp, const struct stat *st,
+		       const struct tree_rec *o)
+{
+	uint64_t dev = rec_dev(st->st_dev);
+
 	return st->st_ino == o->ino &&
-	       (((uint64_t)major(st->st_dev) << 32) | minor(st->st_dev)) == o->dev;
+	       (dev == o->dev ||
+		(rp->dev_was && o->dev == rp->dev_was && dev == rp->dev_now));
 }
 
 /* Opens a recorded object, checking it is still the same inode. */
@@ -1184,7 +1216,7 @@ static int open_rec(struct replayer *rp, const struct tree_rec *o, bool *real)
 	fd = openat_beneath(dfd, *name ? name : ".", O_PATH, rp->xdev);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0 || !same_inode(&st, o)) {
+	if (fstat(fd, &st) < 0 || !same_inode(rp, &st, o)) {
 		close(fd);
 		return -ESTALE;
 	}
@@ -1193,7 +1225,7 @@ static int open_rec(struct replayer *rp, const struct tree_rec *o, bool *real)
 		rfd = openat_beneath(dfd, *name ? name : ".",
 				     O_RDONLY | O_NONBLOCK, rp->xdev);
 		if (rfd >= 0) {
-			if (fstat(rfd, &st) == 0 && same_inode(&st, o)) {
+			if (fstat(rfd, &st) == 0 && same_inode(rp, &st, o)) {
 				close(fd);
 				*real = true;
 				return rfd;
@@ -1319,7 +1351,7 @@ static int tree_replay(struct shiftimg *h, const struct si_target *t,
 {
 	struct replayer rp;
 
-	replayer_init(&rp, h, t, side);
+	replayer_init(&rp, h, t, side, l);
 	for (size_t i = 0; i < l->nr_recs; i++) {
 		const unsigned char *r = l->data + l->recs[i];
 
@@ -1492,7 +1524,7 @@ int si_journal_tree_apply(struct si_journal *j, unsigned int threads,
 	pthread_mutex_init(&rd.lock, NULL);
 	for (i = 0; i < (threads ? threads : 1); i++) {
 		a[i].rd = &rd;
-		replayer_init(&a[i].rp, h, j->t, 1);
+		replayer_init(&a[i].rp, h, j->t, 1, NULL);
 		a[i].started = !pthread_create(&a[i].tid, NULL, apply_main, &a[i]);
 		if (!a[i].started)
 			apply_main(&a[i]);
@@ -2354,17 +2386,29 @@ static int restore_end(struct shiftimg *h, const struct si_target *t, int kind,
 
 /* ---- an existing journal ---- */
 
+/*
+ * Is the journal this target's?  A tree's filesystem may come back
+ * under another device number (a loop or device-mapper device after a
+ * reboot), and another filesystem may come under the old one: where the
+ * journal has the filesystem's id, that and the root inode name the
+ * tree, and the records' device is then taken for the new one.
+ */
 static int check_owner(struct shiftimg *h, const char *jpath,
-		       const struct si_target *t, const struct loaded *l,
-		       int kind)
+		       const struct si_target *t, struct loaded *l, int kind)
 {
+	bool by_id = kind == J_TREE && l->hdr.version >= 4 && l->hdr.size;
 	uint64_t dev, ino;
 
 	identity(t, &dev, &ino);
-	if (l->hdr.kind != kind || l->hdr.dev != dev || l->hdr.ino != ino ||
+	if (l->hdr.kind != kind || l->hdr.ino != ino ||
+	    (by_id ? l->hdr.size != fs_id(t->fd) : l->hdr.dev != dev) ||
 	    (kind == J_EXT4 && l->hdr.size != (uint64_t)t->st.st_size))
 		return si_error(h, EEXIST, "%s: this journal belongs to another target (or the target was replaced); refusing (see shiftimg-journal(5))",
 				jpath);
+	if (by_id && l->hdr.dev != dev) {
+		l->dev_was = rec_dev((dev_t)l->hdr.dev);
+		l->dev_now = rec_dev((dev_t)dev);
+	}
 	return 0;
 }
 
@@ -2727,7 +2771,7 @@ static void tree_census(struct shiftimg *h, const struct si_target *t,
 	struct replayer rp;
 	struct tree_rec *o = &rp.o;
 
-	replayer_init(&rp, h, t, 1);
+	replayer_init(&rp, h, t, 1, l);
 	for (size_t i = 0; i < l->nr_recs; i++) {
 		const unsigned char *r = l->data + l->recs[i];
 		const char *name;
@@ -2739,7 +2783,7 @@ static void tree_census(struct shiftimg *h, const struct si_target *t,
 		dfd = locate(&rp, o, &name);
 		if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW |
 				       (*name ? 0 : AT_EMPTY_PATH)) < 0 ||
-		    !same_inode(&st, o)) {
+		    !same_inode(&rp, &st, o)) {
 			n[3]++;
 		} else if (st.st_uid == o->uid[1] && st.st_gid == o->gid[1] &&
 			   (o->uid[0] != o->uid[1] || o->gid[0] != o->gid[1])) {

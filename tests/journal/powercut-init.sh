@@ -6,8 +6,6 @@
 #   exit     a reset right after shiftimg exits
 #   late     a reset 7 s after it exits, past ext4's 5 s commit interval
 #   mid      a reset half-way through its apply pass, while it runs
-#   rerun    the machine back after a cut: the run again, then a clean
-#            unmount and power-off
 # The reset goes through sysrq, with no sync and no unmount, so that
 # what the guest had not written to its disk is lost, as in a power cut.
 # The markers go to /dev/kmsg: printk writes to the serial console
@@ -71,15 +69,6 @@ mid)
 		say "shiftimg rc=$? in $(since "$start") s, before the cut"
 	fi
 	cut_power
-	;;
-rerun)
-	[ -e /mnt/t.shiftimg-journal ] && say "journal found"
-	"$@" >/tmp/out 2>&1
-	rc=$?
-	while read -r line; do say "| $line"; done </tmp/out
-	[ -e /mnt/t.shiftimg-journal ] && say "journal still there"
-	umount /mnt && say "rerun rc=$rc, unmounted"
-	poweroff -f
 	;;
 esac
 say "unknown pc_at=${pc_at:-}"
