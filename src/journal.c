@@ -2261,26 +2261,25 @@ static int sync_target(struct shiftimg *h, const struct si_target *t, int kind)
  * the order the changes were made, so a change that is on disk after a
  * crash has every earlier one with it.  Anything unknown answers false.
  */
-static bool fs_journals_metadata(int fd)
+static bool fs_journals_metadata(int fd, dev_t dev)
 {
 	char path[PATH_MAX + 64], link[PATH_MAX], task[16] = "";
 	const char *name;
 	struct statfs sfs;
-	struct stat st;
 	ssize_t n;
 	int tfd;
 
-	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != EXT4_SUPER_MAGIC ||
-	    fstat(fd, &st) < 0)
+	if (fstatfs(fd, &sfs) < 0 || sfs.f_type != EXT4_SUPER_MAGIC)
 		return false;
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(st.st_dev),
-		 minor(st.st_dev));
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
 	n = readlink(path, link, sizeof(link) - 1);
 	if (n <= 0)
 		return false;
 	link[n] = '\0';
-	name = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
-	snprintf(path, sizeof(path), "/sys/fs/ext4/%s/journal_task", name);
+	name = strrchr(link, '/');
+	snprintf(path, sizeof(path), "/sys/fs/ext4/%s/journal_task",
+		 name ? name + 1 : link);
 	tfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (tfd < 0)
 		return false;
@@ -2305,7 +2304,7 @@ static bool removal_ordered(const struct si_journal *j)
 		return false;
 	if (fstat(j->fd, &st) < 0 || st.st_dev != j->t->st.st_dev)
 		return false;
-	return fs_journals_metadata(j->t->fd);
+	return fs_journals_metadata(j->t->fd, j->t->st.st_dev);
 }
 
 /* ---- the stamp value of a run ---- */

@@ -6,6 +6,8 @@
 #   scratch           a fresh directory in $T, removed on success only
 #   scratch_fs [MB]   a loop-mounted ext4 (with ACLs) in $T/fs: idmapped
 #                     mounts need a filesystem that supports them
+#   loop_fs NAME MB [MKFS-OPTION...]   the same in $T/NAME, made with
+#                     mkfs.ext4's options (scratch_fs: no journal)
 #   mount_idmapped MAP SRC DST   idmapped bind mount (MAP: I:O:N, both kinds)
 #   at_exit CMD       run CMD (in reverse order) when the script ends
 set -u
@@ -40,13 +42,18 @@ scratch() {
 }
 
 scratch_fs() {
-	mb=${1:-256}
-	truncate -s "${mb}M" "$T/fs.img"
-	mkfs.ext4 -q -F -O ^has_journal -E lazy_itable_init=1 "$T/fs.img" ||
-		fail "mkfs.ext4"
-	mkdir -p "$T/fs"
-	mount -o loop,acl,user_xattr "$T/fs.img" "$T/fs" || skip "no loop mount"
-	at_exit "umount -l '$T/fs'"
+	loop_fs fs "${1:-256}" -O ^has_journal -E lazy_itable_init=1
+}
+
+loop_fs() {
+	_name=$1 _mb=$2
+	shift 2
+	truncate -s "${_mb}M" "$T/$_name.img"
+	mkfs.ext4 -q -F "$@" "$T/$_name.img" || fail "mkfs.ext4 $*"
+	mkdir -p "$T/$_name"
+	mount -o loop,acl,user_xattr "$T/$_name.img" "$T/$_name" ||
+		skip "no loop mount"
+	at_exit "umount -l '$T/$_name'"
 }
 
 mount_idmapped() {
