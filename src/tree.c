@@ -38,6 +38,7 @@
 
 #include "backend.h"
 #include "inoset.h"
+#include "inotab.h"
 #include "journal.h"
 
 #define QUEUE_MAX	64		/* opened directories waiting for a worker */
@@ -52,7 +53,7 @@
 /* Inodes with id-bearing xattrs the check pass notes for the apply pass. */
 #define NOTE_BITS	(1u << 20)	/* a Bloom filter of 128 KB, two bits a key */
 #define STATX_WANT	(STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID | \
-			 STATX_INO | STATX_NLINK | STATX_MNT_ID)
+			 STATX_INO | STATX_NLINK | STATX_MNT_ID | STATX_CTIME)
 
 struct si_note {
 	_Atomic uint64_t w[NOTE_BITS / 64];
@@ -102,6 +103,7 @@ struct walk {
 	struct si_inoset links;		/* inodes with nlink > 1 already done */
 	struct si_note *note;		/* check: inodes with id-bearing xattrs */
 	struct si_note *noted;		/* apply: the check pass's note, or NULL */
+	struct si_inotab *inotab;	/* ext2/3/4: which inodes have no xattrs */
 	_Atomic uint64_t visited;
 	uint64_t total;			/* for progress; 0 if unknown */
 };
@@ -115,6 +117,7 @@ struct worker {
 	struct si_xa *xa;		/* XA_MAX value buffers, reused */
 	uint64_t reported;		/* objects already added to w->visited */
 	struct si_journal_batch plan;	/* check pass: records not yet appended */
+	struct si_inotab_cache tab;	/* this thread's chunks of w->inotab */
 };
 
 /* ---- paths, for messages only ---- */
@@ -266,13 +269,18 @@ static bool noted(const struct si_note *n, const struct statx *sx)
  * An inode the check pass saw without id-bearing xattrs is not listed
  * again: an xattr added between the passes was not checked either (it
  * may hold an unmapped id) and is not in the journal's plan, so the
- * apply pass does exactly what the check pass planned.
+ * apply pass does exactly what the check pass planned.  Nor is one whose
+ * entry in its filesystem's inode table shows none (inotab.c).
  */
-static bool xattrs_wanted(const struct walk *w, const struct statx *sx)
+static bool xattrs_wanted(struct worker *k, const struct statx *sx)
 {
+	const struct walk *w = k->w;
+
 	if (S_ISLNK(sx->stx_mode))
 		return false;
-	return !w->noted || noted(w->noted, sx);
+	if (w->noted && !noted(w->noted, sx))
+		return false;
+	return !si_inotab_plain(w->inotab, &k->tab, sx);
 }
 
 /* Reads and shifts the id-bearing xattrs into o->xa[]. */
@@ -573,7 +581,7 @@ static int visit(struct worker *k, struct si_obj *o)
 	res = si_shift_id(w->r, SI_KUID, o->sx.stx_uid, &o->uid, &k->t);
 	res |= si_shift_id(w->r, SI_KGID, o->sx.stx_gid, &o->gid, &k->t);
 
-	if (xattrs_wanted(w, &o->sx)) {
+	if (xattrs_wanted(k, &o->sx)) {
 		if (o->fd < 0) {
 			err = enter_parent(k, o->dirfd);
 			if (err)
@@ -905,6 +913,7 @@ static int run_workers(struct walk *w, int rootfd, const char *root)
 		si_tally_free(&ks[i].t);
 		free(ks[i].path);
 		free(ks[i].xa);
+		si_inotab_cache_free(&ks[i].tab);
 	}
 	if (err && i < si_threads(w->h))
 		free(ks[i].xa);
@@ -1006,6 +1015,7 @@ static int walk_tree(struct shiftimg *h, const struct si_target *t,
 		return si_error(h, err, "%s: %s", t->path, strerror(err));
 	}
 	w.root_mnt = o.sx.stx_mnt_id;
+	w.inotab = si_inotab_open(fd);
 	w.rootlen = strlen(t->path);
 	w.dry = (h->flags & SHIFTIMG_DRY_RUN) != 0;
 	pthread_mutex_init(&w.lock, NULL);
@@ -1023,10 +1033,12 @@ static int walk_tree(struct shiftimg *h, const struct si_target *t,
 	plan_flush(&root);
 	si_tally_merge(&h->tally, &root.t);
 	si_tally_free(&root.t);
+	si_inotab_cache_free(&root.tab);
 	free(root.path);
 	free(xa);
 
 	err = run_workers(&w, fd, t->path);
+	si_inotab_close(w.inotab);
 	note_end(&w, !err && !h->tally.st.errors);
 	si_inoset_free(&w.links);
 	pthread_cond_destroy(&w.cond);
