@@ -45,7 +45,7 @@
 #define XATTR_MAGIC	0xEA020000u
 #define ENTRY_HEAD	16		/* struct ext4_xattr_entry before its name */
 /* Below this many inodes served per chunk read, listing is cheaper. */
-#define MIN_HITS_PER_READ 8
+#define MIN_HITS_PER_READ 4
 #define TRIAL_READS	64
 
 struct si_inotab {

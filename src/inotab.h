@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #define SI_INOTAB_SLOTS	4		/* chunks a thread keeps */
-#define SI_INOTAB_CHUNK	65536		/* bytes of inode table in a chunk */
+#define SI_INOTAB_CHUNK	16384		/* bytes of inode table in a chunk */
 
 struct si_inotab;
 
