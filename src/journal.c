@@ -396,6 +396,16 @@ static int synced(struct si_journal *j, off_t to, int err)
 }
 
 /* Makes everything recorded so far durable. */
+static bool ordered_by_fs(const struct si_journal *j);
+
+/*
+ * Commits what is written and puts it on disk.  A tree's plan need only
+ * be written back where the filesystem commits metadata in order
+ * (ordered_by_fs()): its size and blocks are then in a commit no later
+ * than the first change of the apply pass, and its data, written before
+ * that commit, is flushed with it; so no change reaches the disk without
+ * the plan.  Anywhere else it is synced.
+ */
 static int commit(struct si_journal *j, bool plan)
 {
 	int err = put_commit(j, plan);
@@ -403,6 +413,14 @@ static int commit(struct si_journal *j, bool plan)
 	if (err)
 		return err;
 	si_fault(SI_FAULT_SYNC);
+	if (plan && ordered_by_fs(j)) {
+		if (sync_file_range(j->fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
+				    SYNC_FILE_RANGE_WRITE |
+				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
+			return synced(j, j->written, errno);
+		j->synced = j->written;
+		return 0;
+	}
 	return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
 }
 
@@ -2289,13 +2307,15 @@ static bool fs_journals_metadata(int fd, dev_t dev)
 }
 
 /*
- * A tree run need not wait for its changes to reach the disk when the
- * removal of its journal cannot get there before them: what it changed
- * and the journal are on one filesystem that journals metadata in order.
- * After a crash, either the journal is there to finish the run, or the
- * whole run is on disk.  --sync waits all the same.
+ * A tree run need not wait for the disk when the filesystem puts the
+ * run's writes there in the order they were made: what it changes and
+ * the journal are on one filesystem that journals metadata in order.
+ * The plan is then on disk before any change (commit()), and the
+ * journal's removal after every change: after a crash, either the
+ * journal is there to finish the run, or the whole run is on disk.
+ * --sync waits all the same.
  */
-static bool removal_ordered(const struct si_journal *j)
+static bool ordered_by_fs(const struct si_journal *j)
 {
 	struct stat st;
 
@@ -2692,7 +2712,7 @@ int si_journal_end(struct si_journal *j, int err)
 		else if (e > 0)
 			j->target_dirty = true;
 	}
-	ordered = !err && removal_ordered(j);
+	ordered = !err && ordered_by_fs(j);
 	if (!err && !ordered && (j->kind == J_TREE || j->target_dirty))
 		err = sync_target(h, j->t, j->kind);
 	else if (!err)
