@@ -12,16 +12,15 @@
  *   l  llistxattr by name, from a working directory fchdir'ed to the parent
  *   c  fchownat (needs a stat first)
  * e.g. "s" is a bare stat walk, "xl" a check pass that lists every
- * inode's xattrs, "xlc" a
- * one-pass shift without xattrs.  A second pass after a slash, "C",
- * walks again and chowns each entry by the ids the first pass kept in
- * memory, without a stat: "xl/C" is the floor of any design that must
- * look at everything before it changes anything, as shiftimg's default
- * run must (--unmapped=fail), and "x/C" that of one that knows without
- * a listing which inodes have no xattrs, as shiftimg does on ext4 from
- * the inode tables (src/inotab.c).  Its second pass finds every inode gone
- * from the CPU's caches again, so a chown there costs more than after
- * a stat of the same entry.
+ * inode's xattrs, "xlc" a one-pass shift without xattrs.  A second pass
+ * after a slash, "C", walks again and chowns each entry by the ids the
+ * first pass kept in memory, without a stat: "xl/C" is the floor of any
+ * design that must look at everything before it changes anything, as
+ * shiftimg's default run must (--unmapped=fail), and "x/C" that of one
+ * that knows without a listing which inodes have no xattrs, as shiftimg
+ * does on ext4 from the inode tables (src/inotab.c).  The second pass
+ * finds every inode gone from the CPU's caches again, so a chown there
+ * costs more than after a stat of the same entry.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
