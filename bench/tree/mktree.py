@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Builds the benchmark tree: FILES files over DIRS directories (two
 levels), one file in 50 with a multi-entry ACL, one in 100 with a file
-capability, one in 200 setuid, some owned by 1000, a few hard links."""
+capability, one in 200 setuid, some owned by 1000, a few hard links.
+With "plain" after DIRS: no ACLs, capabilities or setuid files, so that
+a shift is only chowns (the floor's work)."""
 import os, struct, subprocess, sys
 
 root, files, dirs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+plain = sys.argv[4:] == ["plain"]
 per = files // dirs
 acl, cap = [], []
 for d in range(dirs):
@@ -18,11 +21,11 @@ for d in range(dirs):
         n = d * per + f
         if n % 7 == 0:
             os.chown(p, 1000, 1000)
-        if n % 200 == 0:
+        if not plain and n % 200 == 0:
             os.chmod(p, 0o4755)
-        if n % 50 == 0:
+        if not plain and n % 50 == 0:
             acl.append(p)
-        if n % 100 == 1:
+        if not plain and n % 100 == 1:
             cap.append(p)
         if n % 1000 == 3:
             os.link(p, p + ".link")

@@ -29,7 +29,8 @@
 #
 # Usage (root): bench/tree/run.sh [BUILD_DIR]   (default: ./build)
 # Environment: FILES (200000), DIRS (2000), RUNS (5), FS (loop: a fresh
-#   ext4 image; tmpfs; dir: $B itself), TREES ("t200k minbase"),
+#   ext4 image; tmpfs; dir: $B itself), TREES ("t200k minbase"; also
+#   t200kplain, the same tree without ACLs, capabilities or setuid files),
 #   BENCH_DIR, MIRROR, KEEP=1 keeps the image.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -242,6 +243,11 @@ for t in $TREES; do
 		echo "building a $FILES-file tree over $DIRS directories..."
 		python3 "$top/bench/tree/mktree.py" "$M/t200k" "$FILES" "$DIRS"
 		report t200k "$FILES-file tree"
+		;;
+	t200kplain)
+		echo "building a $FILES-file tree over $DIRS directories, without ACLs, capabilities or setuid files..."
+		python3 "$top/bench/tree/mktree.py" "$M/t200kplain" "$FILES" "$DIRS" plain
+		report t200kplain "$FILES-file tree, only chowns"
 		;;
 	minbase)
 		if [ ! -d "$B/minbase/usr" ]; then
