@@ -117,6 +117,7 @@ struct si_journal {
 	off_t written, synced;
 	off_t kicked;			/* tree: writeback started up to here */
 	bool dir_synced;
+	bool ordered;			/* tree: ordered_by_fs(), once a run */
 	bool changed;			/* the target may differ from before */
 	bool target_dirty;		/* ext4: written since the I/O layer synced */
 	bool failed;			/* a journal write failed: stop */
@@ -395,16 +396,13 @@ static int synced(struct si_journal *j, off_t to, int err)
 	return 0;
 }
 
-/* Makes everything recorded so far durable. */
-static bool ordered_by_fs(const struct si_journal *j);
-
 /*
- * Commits what is written and puts it on disk.  A tree's plan need only
+ * Commits what is written and makes it durable.  A tree's plan need only
  * be written back where the filesystem commits metadata in order
- * (ordered_by_fs()): its size and blocks are then in a commit no later
- * than the first change of the apply pass, and its data, written before
- * that commit, is flushed with it; so no change reaches the disk without
- * the plan.  Anywhere else it is synced.
+ * (j->ordered, see ordered_by_fs()): its size and blocks are then in a
+ * commit no later than the first change of the apply pass, and its data,
+ * written before that commit, is flushed with it; so no change reaches
+ * the disk without the plan.  Anywhere else it is synced.
  */
 static int commit(struct si_journal *j, bool plan)
 {
@@ -413,7 +411,7 @@ static int commit(struct si_journal *j, bool plan)
 	if (err)
 		return err;
 	si_fault(SI_FAULT_SYNC);
-	if (plan && ordered_by_fs(j)) {
+	if (plan && j->ordered) {
 		if (sync_file_range(j->fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
 				    SYNC_FILE_RANGE_WRITE |
 				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
@@ -2311,7 +2309,7 @@ static bool fs_journals_metadata(int fd, dev_t dev)
  * run's writes there in the order they were made: what it changes and
  * the journal are on one filesystem that journals metadata in order.
  * The plan is then on disk before any change (commit()), and the
- * journal's removal after every change: after a crash, either the
+ * journal's removal after every change (si_journal_end()): after a crash, either the
  * journal is there to finish the run, or the whole run is on disk.
  * --sync waits all the same.
  */
@@ -2658,6 +2656,7 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 			unlink(j->path);
 		goto out_free;
 	}
+	j->ordered = ordered_by_fs(j);
 	free(map);
 	*jp = j;
 	active = j;
@@ -2712,7 +2711,7 @@ int si_journal_end(struct si_journal *j, int err)
 		else if (e > 0)
 			j->target_dirty = true;
 	}
-	ordered = !err && ordered_by_fs(j);
+	ordered = !err && j->ordered;
 	if (!err && !ordered && (j->kind == J_TREE || j->target_dirty))
 		err = sync_target(h, j->t, j->kind);
 	else if (!err)

@@ -99,11 +99,12 @@ timed() {	# tool tree
 		cp -a "$tree" "$tree.fu" ;;
 	floor1|floor2) echo "$1 $(secs "$B/floor" "${1#floor}" $delta "$tree.floor")"
 		delta=$((-delta)) ;;
-	# Look at everything, then change it: the floor of a checked run.
-	floor2pass) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" xl/C)"
-		delta=$((-delta)) ;;
-	# The same, with no inode's xattrs listed.
-	floor2passx) echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" x/C)"
+	# Look at everything, then change it: the floor of a checked run;
+	# floor2passx lists no inode's xattrs.
+	floor2pass|floor2passx)
+		ops=xl/C
+		[ "$1" = floor2pass ] || ops=x/C
+		echo "$1 $(secs "$B/floor" 2 $delta "$tree.floor" $ops)"
 		delta=$((-delta)) ;;
 	# shiftimg --sync ends with its changes on disk (as does its default
 	# run where the filesystem has no journal); so do these, and the
