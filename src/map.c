@@ -13,6 +13,17 @@ static bool overlaps(uint64_t a, uint64_t b, uint64_t n, uint64_t m)
 	return a < b + m && b < a + n;
 }
 
+/* Inserts e in order of first, for the binary search. */
+static void insert_sorted(struct si_idmap *m, struct si_extent e)
+{
+	unsigned int i;
+
+	for (i = m->nr; i > 0 && m->ext[i - 1].first > e.first; i--)
+		m->ext[i] = m->ext[i - 1];
+	m->ext[i] = e;
+	m->nr++;
+}
+
 int si_idmap_add(struct si_idmap *m, uint64_t first, uint64_t target,
 		 uint64_t count, char *err, size_t errlen)
 {
@@ -52,29 +63,69 @@ int si_idmap_add(struct si_idmap *m, uint64_t first, uint64_t target,
 			return -1;
 		}
 	}
-	/* Keep the extents sorted by first for the binary search. */
-	for (i = m->nr; i > 0 && m->ext[i - 1].first > first; i--)
-		m->ext[i] = m->ext[i - 1];
-	m->ext[i] = (struct si_extent){ (uint32_t)first, (uint32_t)target,
-					(uint32_t)count };
-	m->nr++;
+	insert_sorted(m, (struct si_extent){ (uint32_t)first, (uint32_t)target,
+					     (uint32_t)count });
 	return 0;
 }
 
 void si_idmap_invert(const struct si_idmap *m, struct si_idmap *inv)
 {
-	unsigned int i, j;
+	unsigned int i;
 
 	inv->nr = 0;
-	for (i = 0; i < m->nr; i++) {
-		struct si_extent e = { m->ext[i].target, m->ext[i].first,
-				       m->ext[i].count };
+	for (i = 0; i < m->nr; i++)
+		insert_sorted(inv, (struct si_extent){ m->ext[i].target,
+						       m->ext[i].first,
+						       m->ext[i].count });
+}
 
-		for (j = inv->nr; j > 0 && inv->ext[j - 1].first > e.first; j--)
-			inv->ext[j] = inv->ext[j - 1];
-		inv->ext[j] = e;
-		inv->nr++;
+/* Joins extents that continue each other on both sides. */
+static void join_adjacent(struct si_idmap *m)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < m->nr; i++) {
+		struct si_extent *p = n ? &m->ext[n - 1] : NULL;
+		const struct si_extent *e = &m->ext[i];
+
+		if (p && (uint64_t)p->first + p->count == e->first &&
+		    (uint64_t)p->target + p->count == e->target)
+			p->count += e->count;
+		else
+			m->ext[n++] = *e;
 	}
+	m->nr = n;
+}
+
+void si_idmap_compose(const struct si_idmap *from, const struct si_idmap *to,
+		      struct si_idmap *out)
+{
+	unsigned int i, j;
+
+	/*
+	 * Both maps' inside ranges are disjoint, so their intersections
+	 * number fewer than from->nr + to->nr: SI_MAP_EXTENTS holds them.
+	 */
+	out->nr = 0;
+	for (i = 0; i < from->nr; i++) {
+		const struct si_extent *f = &from->ext[i];
+
+		for (j = 0; j < to->nr; j++) {
+			const struct si_extent *t = &to->ext[j];
+			uint64_t lo = f->first > t->first ? f->first : t->first;
+			uint64_t fe = (uint64_t)f->first + f->count;
+			uint64_t te = (uint64_t)t->first + t->count;
+			uint64_t hi = fe < te ? fe : te;
+
+			if (lo >= hi)
+				continue;
+			insert_sorted(out, (struct si_extent){
+				(uint32_t)(f->target + (lo - f->first)),
+				(uint32_t)(t->target + (lo - t->first)),
+				(uint32_t)(hi - lo) });
+		}
+	}
+	join_adjacent(out);
 }
 
 bool si_idmap_lookup(const struct si_idmap *m, uint32_t id, uint32_t *out)

@@ -18,8 +18,10 @@
 
 #include "shiftimg.h"
 
-/* The kernel allows 340 extents in a uid_map; so do we. */
+/* The kernel allows 340 extents in a uid_map; so do we, in a map given. */
 #define SI_MAP_MAX	340
+/* Two such maps composed (--from-map) split into at most twice as many. */
+#define SI_MAP_EXTENTS	(2 * SI_MAP_MAX)
 /* The largest valid id: (uid_t)-1 is "no id". */
 #define SI_ID_MAX	0xfffffffeu
 
@@ -34,7 +36,7 @@ struct si_extent {
 /* One direction of one map, sorted by first for lookup. */
 struct si_idmap {
 	unsigned int nr;
-	struct si_extent ext[SI_MAP_MAX];
+	struct si_extent ext[SI_MAP_EXTENTS];
 };
 
 /* Everything a rule needs: both maps in the run's direction, the policy. */
@@ -80,6 +82,14 @@ int si_idmap_add(struct si_idmap *m, uint64_t first, uint64_t target,
 		 uint64_t count, char *err, size_t errlen);
 /* The inverse of a map (for --reverse). */
 void si_idmap_invert(const struct si_idmap *m, struct si_idmap *inv);
+/*
+ * Re-shifting (--from-map): a target shifted with map from must be
+ * shifted with map to.  out sends from's outside ids to to's outside
+ * ids through the inside id they share (old host id -> container id ->
+ * new host id); an id that either map leaves out is not in out.
+ */
+void si_idmap_compose(const struct si_idmap *from, const struct si_idmap *to,
+		      struct si_idmap *out);
 /* Looks id up; returns true and sets *out when a range covers it. */
 bool si_idmap_lookup(const struct si_idmap *m, uint32_t id, uint32_t *out);
 bool si_idmap_is_identity(const struct si_idmap *m);

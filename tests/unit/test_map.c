@@ -31,7 +31,7 @@ static void map_is(const char *want)
 {
 	char buf[512];
 
-	shiftimg_map_format(h, buf, sizeof(buf));
+	shiftimg_map_format(h, 0, buf, sizeof(buf));
 	assert_string_equal(buf, want);
 }
 
@@ -108,6 +108,139 @@ static void test_lookup_and_invert(void **state)
 	assert_false(si_idmap_is_identity(&m));
 }
 
+/* Builds a map from "first:target:count" triples. */
+static void map_of(struct si_idmap *m, const char *spec)
+{
+	char err[128], *copy = strdup(spec), *tok, *save = NULL;
+	unsigned long long v[3];
+
+	m->nr = 0;
+	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		assert_int_equal(sscanf(tok, "%llu:%llu:%llu", &v[0], &v[1], &v[2]), 3);
+		assert_int_equal(si_idmap_add(m, v[0], v[1], v[2], err, sizeof(err)), 0);
+	}
+	free(copy);
+}
+
+static void extents_are(const struct si_idmap *m, const char *want)
+{
+	char buf[1024] = "";
+	size_t len = 0;
+	unsigned int i;
+
+	for (i = 0; i < m->nr; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%u:%u:%u",
+					i ? " " : "", m->ext[i].first,
+					m->ext[i].target, m->ext[i].count);
+	assert_string_equal(buf, want);
+}
+
+static void composed_is(const char *from, const char *to, const char *want)
+{
+	struct si_idmap f, t, out;
+
+	map_of(&f, from);
+	map_of(&t, to);
+	si_idmap_compose(&f, &t, &out);
+	extents_are(&out, want);
+}
+
+static void test_compose(void **state)
+{
+	/* One range moved: old host id -> container id -> new host id. */
+	composed_is("0:100000:65536", "0:200000:65536", "100000:200000:65536");
+	/* The new map split in two: so is the composed one. */
+	composed_is("0:100000:65536", "0:200000:1000 1000:300000:64536",
+		    "100000:200000:1000 101000:300000:64536");
+	/* Container ids the new map leaves out are not in the result. */
+	composed_is("0:100000:65536", "1:200001:10", "100001:200001:10");
+	/* Container ids the old map leaves out cannot be on disk. */
+	composed_is("10:100010:5", "0:200000:65536", "100010:200010:5");
+	/* A rootless store: the user's own uid stays, its range moves. */
+	composed_is("0:1000:1 1:100000:65536", "0:1000:1 1:200000:65536",
+		    "1000:1000:1 100000:200000:65536");
+	/* Pieces that continue each other on both sides are joined. */
+	composed_is("0:100:10 10:110:10", "0:500:20", "100:500:20");
+	/* Not joined where the old host ids do not continue. */
+	composed_is("0:100:10 10:200:10", "0:500:20", "100:500:10 200:510:10");
+	/* The result is sorted by old host id, whatever the container order. */
+	composed_is("0:900:10 10:100:10", "0:0:20", "100:10:10 900:0:10");
+	/* Disjoint maps compose to nothing. */
+	composed_is("0:100000:10", "20:0:10", "");
+}
+
+/* Two maps of SI_MAP_MAX ranges, cut apart: the most pieces there can be. */
+static void test_compose_most(void **state)
+{
+	struct si_idmap f = { 0 }, t = { 0 }, out;
+	char err[128];
+	uint32_t id, want, got;
+	unsigned int i;
+
+	for (i = 0; i < SI_MAP_MAX; i++) {
+		assert_int_equal(si_idmap_add(&f, i * 10, 1000000 + i * 20, 10,
+					      err, sizeof(err)), 0);
+		assert_int_equal(si_idmap_add(&t, i * 10 + 5, 5000000 + i * 30, 10,
+					      err, sizeof(err)), 0);
+	}
+	si_idmap_compose(&f, &t, &out);
+	assert_true(out.nr <= SI_MAP_EXTENTS);
+	assert_int_equal(out.nr, 2 * SI_MAP_MAX - 1);
+	/* Every id agrees with the two lookups it stands for. */
+	for (i = 0; i < SI_MAP_MAX * 10; i++) {
+		bool inside = si_idmap_lookup(&t, i, &want);
+
+		assert_true(si_idmap_lookup(&f, i, &id));
+		assert_int_equal(si_idmap_lookup(&out, id, &got), inside);
+		if (inside)
+			assert_int_equal(got, want);
+	}
+}
+
+static void applied_is(const char *want)
+{
+	char buf[512];
+
+	shiftimg_map_format(h, SHIFTIMG_APPLIED, buf, sizeof(buf));
+	assert_string_equal(buf, want);
+}
+
+/* The handle composes the maps for a run, both ways. */
+static void test_from_map(void **state)
+{
+	char dir[] = "/tmp/test_map.XXXXXX";
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(shiftimg_map_parse(h, SHIFTIMG_FROM | SHIFTIMG_BOTH,
+					    "0:100000:65536"), 0);
+	assert_int_equal(shiftimg_map_parse(h, SHIFTIMG_BOTH, "0:200000:65536"), 0);
+	/* u: overrides the id kinds, not the side. */
+	assert_int_equal(shiftimg_map_parse(h, SHIFTIMG_FROM | SHIFTIMG_BOTH,
+					    "u:70000:1000:1"), 0);
+	map_is("u:0:200000:65536 g:0:200000:65536");
+	shiftimg_set_flags(h, SHIFTIMG_DRY_RUN);
+	assert_int_equal(shiftimg_run(h, dir), 0);
+	applied_is("u:100000:200000:65536 g:100000:200000:65536");
+	shiftimg_set_flags(h, SHIFTIMG_DRY_RUN | SHIFTIMG_REVERSE);
+	assert_int_equal(shiftimg_run(h, dir), 0);
+	applied_is("u:200000:100000:65536 g:200000:100000:65536");
+	rmdir(dir);
+}
+
+static void test_from_map_alone(void **state)
+{
+	char dir[] = "/tmp/test_map.XXXXXX";
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(shiftimg_map_parse(h, SHIFTIMG_UID, "0:200000:65536"), 0);
+	assert_int_equal(shiftimg_map_parse(h, SHIFTIMG_FROM | SHIFTIMG_GID,
+					    "0:100000:65536"), 0);
+	shiftimg_set_flags(h, SHIFTIMG_DRY_RUN);
+	assert_int_equal(shiftimg_run(h, dir), -EINVAL);
+	assert_non_null(strstr(shiftimg_error(h), "from-map for group ids needs a map"));
+	rmdir(dir);
+}
+
 static char *write_tmp(const char *text)
 {
 	static char path[64];
@@ -140,10 +273,19 @@ static void test_subid(void **state)
 	char *g = strdup(write_tmp("65534:400000:5000\n"));
 
 	/* By name in subuid, by number in subgid. */
-	assert_int_equal(shiftimg_map_subid(h, "nobody", u, g), 0);
+	assert_int_equal(shiftimg_map_subid(h, SHIFTIMG_BOTH, "nobody", u, g), 0);
 	map_is("u:0:200000:1000 g:0:400000:5000");
-	assert_int_equal(shiftimg_map_subid(h, "carol", u, g), -ENOENT);
+	assert_int_equal(shiftimg_map_subid(h, SHIFTIMG_BOTH, "carol", u, g), -ENOENT);
 	assert_non_null(strstr(shiftimg_error(h), "no subordinate ids for carol"));
+	/* The other side, and one kind only. */
+	assert_int_equal(shiftimg_map_subid(h, SHIFTIMG_FROM | SHIFTIMG_GID, "nobody", u, g), 0);
+	map_is("u:0:200000:1000 g:0:400000:5000");
+	{
+		char buf[128];
+
+		shiftimg_map_format(h, SHIFTIMG_FROM, buf, sizeof(buf));
+		assert_string_equal(buf, "g:0:400000:5000");
+	}
 	unlink(u);
 	unlink(g);
 	free(u);
@@ -158,6 +300,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overlaps, setup, teardown),
 		cmocka_unit_test(test_lookup_and_invert),
+		cmocka_unit_test(test_compose),
+		cmocka_unit_test(test_compose_most),
+		cmocka_unit_test_setup_teardown(test_from_map, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_from_map_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_subid, setup, teardown),
 	};
