@@ -23,6 +23,13 @@ struct shiftimg;
 #define SHIFTIMG_UID		(1u << 0)
 #define SHIFTIMG_GID		(1u << 1)
 #define SHIFTIMG_BOTH		(SHIFTIMG_UID | SHIFTIMG_GID)
+/*
+ * With the kinds: the range belongs to the map the target is shifted
+ * with now (--from-map), not to the map it is to be shifted with.
+ */
+#define SHIFTIMG_FROM		(1u << 2)
+/* shiftimg_map_format(): the map the last run applied to the ids on disk. */
+#define SHIFTIMG_APPLIED	(1u << 3)
 
 /* What to do with an id that no range covers. */
 enum shiftimg_unmapped {
@@ -73,20 +80,32 @@ const char *shiftimg_error(const struct shiftimg *h);
 
 /*
  * Maps.  shiftimg_map_parse() takes "I:O:N" for the kinds given, or
- * fuidshift's "u:I:O:N", "g:I:O:N", "b:I:O:N" (which override kinds).
+ * fuidshift's "u:I:O:N", "g:I:O:N", "b:I:O:N" (which override the id
+ * kinds, not SHIFTIMG_FROM).
  * shiftimg_map_load() reads /proc/PID/uid_map text ("I O N" lines).
  * shiftimg_map_subid() maps container root to the first subordinate id
  * of USER (a name or a number) from the subuid and subgid files
- * (NULL for /etc/subuid and /etc/subgid).
+ * (NULL for /etc/subuid and /etc/subgid), for the id kinds given.
+ *
+ * With SHIFTIMG_FROM in kinds, the ranges make the map the target has
+ * now: the run then applies the map composed of its inverse and the
+ * map to shift with (old host id -> container id -> new host id).
  */
 int shiftimg_map_add(struct shiftimg *h, unsigned int kinds, uint64_t inside,
 		     uint64_t outside, uint64_t count);
 int shiftimg_map_parse(struct shiftimg *h, unsigned int kinds, const char *spec);
 int shiftimg_map_load(struct shiftimg *h, unsigned int kinds, const char *path);
-int shiftimg_map_subid(struct shiftimg *h, const char *user,
+int shiftimg_map_subid(struct shiftimg *h, unsigned int kinds, const char *user,
 		       const char *subuid_path, const char *subgid_path);
-/* Writes the maps as "u:I:O:N g:I:O:N ..." into buf; returns the length. */
-int shiftimg_map_format(const struct shiftimg *h, char *buf, size_t size);
+/*
+ * Writes a map as "u:I:O:N g:I:O:N ..." into buf; returns the length.
+ * which: 0 for the map to shift with, SHIFTIMG_FROM for the map the
+ * target has now, SHIFTIMG_APPLIED for what the last run did to the
+ * ids on disk (the composed map, inverted by --reverse; a kind it left
+ * alone is not written).
+ */
+int shiftimg_map_format(const struct shiftimg *h, unsigned int which,
+			char *buf, size_t size);
 
 void shiftimg_set_flags(struct shiftimg *h, uint64_t flags);
 uint64_t shiftimg_get_flags(const struct shiftimg *h);

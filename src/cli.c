@@ -24,10 +24,14 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 "usage: %s [-nqrv] [-m map] [-u map] [-g map] [--uid-map-file file]\n"
-"       [--gid-map-file file] [--subid user] [--unmapped=fail|keep|overflow]\n"
-"       [--cross-mounts] [-o output] [--offset bytes] [--names=clear|keep]\n"
-"       [--level n] [--journal file] [--force] [--allow-privileged]\n"
-"       [-j threads] [--json] [--stamp|--no-stamp] [--sync] target ...\n"
+"       [--gid-map-file file] [--subid user] [--from-map map]\n"
+"       [--from-uid-map map] [--from-gid-map map] [--from-uid-map-file file]\n"
+"       [--from-gid-map-file file] [--from-subid user]\n"
+"       [--from-subuid-file file] [--from-subgid-file file]\n"
+"       [--unmapped=fail|keep|overflow] [--cross-mounts] [-o output]\n"
+"       [--offset bytes] [--names=clear|keep] [--level n] [--journal file]\n"
+"       [--force] [--allow-privileged] [-j threads] [--json]\n"
+"       [--stamp|--no-stamp] [--sync] target ...\n"
 "       %s --status | --rollback [--journal file] target ...\n",
 		progname, progname);
 }
@@ -47,6 +51,8 @@ static void die(int code, const char *fmt, ...)
 struct cli {
 	struct shiftimg *h;
 	uint64_t flags;
+	/* --from-subid: looked up once the files to look in are known. */
+	const char *from_subid, *from_subuid, *from_subgid;
 	bool json, verbose, quiet, output;
 	bool status, rollback;
 	bool tty;
@@ -130,6 +136,20 @@ static void json_digests(struct cli *c)
 	}
 }
 
+/* The map the last run applied to the ids on disk (reused buffer). */
+static const char *applied_map(struct cli *c)
+{
+	static char *buf;
+	int n = shiftimg_map_format(c->h, SHIFTIMG_APPLIED, NULL, 0);
+	char *p = realloc(buf, (size_t)n + 1);
+
+	if (!p)
+		die(EXIT_FAILED, "out of memory");
+	buf = p;
+	shiftimg_map_format(c->h, SHIFTIMG_APPLIED, buf, (size_t)n + 1);
+	return buf;
+}
+
 static void json_target(struct cli *c, const char *target, int err, bool first)
 {
 	const struct shiftimg_stats *s = shiftimg_stats(c->h);
@@ -140,6 +160,8 @@ static void json_target(struct cli *c, const char *target, int err, bool first)
 	json_string(c->out, shiftimg_backend(c->h));
 	fprintf(c->out, ", \"ok\": %s, \"dry_run\": %s", err ? "false" : "true",
 	       c->flags & SHIFTIMG_DRY_RUN ? "true" : "false");
+	fprintf(c->out, ",\n   \"map\": ");
+	json_string(c->out, applied_map(c));
 	if (err) {
 		fprintf(c->out, ", \"error\": ");
 		json_string(c->out, shiftimg_error(c->h));
@@ -190,12 +212,20 @@ static int run_one(struct cli *c, const char *target, bool first)
 	if (!err) {
 		const struct shiftimg_stats *s = shiftimg_stats(c->h);
 
-		if (c->verbose || (c->flags & SHIFTIMG_DRY_RUN))
+		bool dry = c->flags & SHIFTIMG_DRY_RUN;
+
+		/* A re-shift applies neither map given: say what it does. */
+		if ((c->verbose || dry) &&
+		    shiftimg_map_format(c->h, SHIFTIMG_FROM, NULL, 0))
+			fprintf(stderr, "%s: %s: ids on disk %s: %s\n", progname,
+				target, dry ? "would go" : "went",
+				applied_map(c));
+		if (c->verbose || dry)
 			fprintf(stderr, "%s: %s: %llu objects, %llu %s, %llu unmapped\n",
 				progname, target,
 				(unsigned long long)s->objects,
 				(unsigned long long)s->changed,
-				c->flags & SHIFTIMG_DRY_RUN ? "would change" : "changed",
+				dry ? "would change" : "changed",
 				(unsigned long long)s->unmapped);
 		return 0;
 	}
@@ -212,7 +242,9 @@ enum {
 	OPT_UID_MAP_FILE = 256, OPT_GID_MAP_FILE, OPT_SUBID, OPT_UNMAPPED,
 	OPT_CROSS_MOUNTS, OPT_OFFSET, OPT_NAMES, OPT_LEVEL, OPT_JOURNAL,
 	OPT_FORCE, OPT_JSON, OPT_ALLOW_PRIV, OPT_STATUS, OPT_ROLLBACK,
-	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC,
+	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC, OPT_FROM_MAP, OPT_FROM_UID_MAP,
+	OPT_FROM_GID_MAP, OPT_FROM_UID_MAP_FILE, OPT_FROM_GID_MAP_FILE,
+	OPT_FROM_SUBID, OPT_FROM_SUBUID_FILE, OPT_FROM_SUBGID_FILE,
 };
 
 static const struct option longopts[] = {
@@ -222,6 +254,14 @@ static const struct option longopts[] = {
 	{ "uid-map-file", required_argument, NULL, OPT_UID_MAP_FILE },
 	{ "gid-map-file", required_argument, NULL, OPT_GID_MAP_FILE },
 	{ "subid", required_argument, NULL, OPT_SUBID },
+	{ "from-map", required_argument, NULL, OPT_FROM_MAP },
+	{ "from-uid-map", required_argument, NULL, OPT_FROM_UID_MAP },
+	{ "from-gid-map", required_argument, NULL, OPT_FROM_GID_MAP },
+	{ "from-uid-map-file", required_argument, NULL, OPT_FROM_UID_MAP_FILE },
+	{ "from-gid-map-file", required_argument, NULL, OPT_FROM_GID_MAP_FILE },
+	{ "from-subid", required_argument, NULL, OPT_FROM_SUBID },
+	{ "from-subuid-file", required_argument, NULL, OPT_FROM_SUBUID_FILE },
+	{ "from-subgid-file", required_argument, NULL, OPT_FROM_SUBGID_FILE },
 	{ "reverse", no_argument, NULL, 'r' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "unmapped", required_argument, NULL, OPT_UNMAPPED },
@@ -259,6 +299,8 @@ static void map_result(struct cli *c, int err)
 		die(EXIT_USAGE, "%s", shiftimg_error(c->h));
 }
 
+#define FROM	SHIFTIMG_FROM
+
 static void parse_args(struct cli *c, int argc, char **argv)
 {
 	int ch;
@@ -282,9 +324,33 @@ static void parse_args(struct cli *c, int argc, char **argv)
 			map_result(c, shiftimg_map_load(c->h, SHIFTIMG_GID, optarg));
 			break;
 		case OPT_SUBID:
-			map_result(c, shiftimg_map_subid(c->h, optarg,
+			map_result(c, shiftimg_map_subid(c->h, SHIFTIMG_BOTH, optarg,
 							 getenv("SHIFTIMG_SUBUID"),
 							 getenv("SHIFTIMG_SUBGID")));
+			break;
+		case OPT_FROM_MAP:
+			map_result(c, shiftimg_map_parse(c->h, FROM | SHIFTIMG_BOTH, optarg));
+			break;
+		case OPT_FROM_UID_MAP:
+			map_result(c, shiftimg_map_parse(c->h, FROM | SHIFTIMG_UID, optarg));
+			break;
+		case OPT_FROM_GID_MAP:
+			map_result(c, shiftimg_map_parse(c->h, FROM | SHIFTIMG_GID, optarg));
+			break;
+		case OPT_FROM_UID_MAP_FILE:
+			map_result(c, shiftimg_map_load(c->h, FROM | SHIFTIMG_UID, optarg));
+			break;
+		case OPT_FROM_GID_MAP_FILE:
+			map_result(c, shiftimg_map_load(c->h, FROM | SHIFTIMG_GID, optarg));
+			break;
+		case OPT_FROM_SUBID:
+			c->from_subid = optarg;
+			break;
+		case OPT_FROM_SUBUID_FILE:
+			c->from_subuid = optarg;
+			break;
+		case OPT_FROM_SUBGID_FILE:
+			c->from_subgid = optarg;
 			break;
 		case 'r':
 			c->flags |= SHIFTIMG_REVERSE;
@@ -366,6 +432,12 @@ static void parse_args(struct cli *c, int argc, char **argv)
 			exit(EXIT_USAGE);
 		}
 	}
+	if ((c->from_subuid || c->from_subgid) && !c->from_subid)
+		die(EXIT_USAGE, "--from-subuid-file and --from-subgid-file go with --from-subid");
+	if (c->from_subid)
+		map_result(c, shiftimg_map_subid(c->h, FROM | SHIFTIMG_BOTH,
+						 c->from_subid, c->from_subuid,
+						 c->from_subgid));
 }
 
 /* --status and --rollback: the journal names the map. */
@@ -407,7 +479,7 @@ int main(int argc, char **argv)
 		shiftimg_free(c.h);
 		return code;
 	}
-	if (!shiftimg_map_format(c.h, NULL, 0))
+	if (!shiftimg_map_format(c.h, 0, NULL, 0))
 		die(EXIT_USAGE, "no map given (--map, --uid-map, --gid-map, --subid)");
 	if (c.output && argc - optind > 1)
 		die(EXIT_USAGE, "-o names one output: give one target with it");

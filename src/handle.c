@@ -89,16 +89,22 @@ int shiftimg_map_add(struct shiftimg *h, unsigned int kinds, uint64_t inside,
 	char msg[256];
 	int k;
 
+	bool from = kinds & SHIFTIMG_FROM;
+
 	if (!(kinds & SHIFTIMG_BOTH))
 		return si_error(h, EINVAL, "map: no id kind given");
 	for (k = 0; k < 2; k++) {
 		if (!(kinds & (1u << k)))
 			continue;
-		if (si_idmap_add(&h->given[k], inside, outside, count, msg,
-				 sizeof(msg)) < 0)
-			return si_error(h, EINVAL, "%s map: %s",
-					k ? "gid" : "uid", msg);
-		h->have[k] = true;
+		if (si_idmap_add(from ? &h->from[k] : &h->given[k], inside,
+				 outside, count, msg, sizeof(msg)) < 0)
+			return si_error(h, EINVAL, "%s%s map: %s",
+					from ? "from-" : "", k ? "gid" : "uid",
+					msg);
+		if (from)
+			h->have_from[k] = true;
+		else
+			h->have[k] = true;
 	}
 	return 0;
 }
@@ -145,8 +151,9 @@ int shiftimg_map_parse(struct shiftimg *h, unsigned int kinds, const char *spec)
 	const char *s = spec;
 
 	if (s[0] && s[1] == ':' && strchr("ugb", s[0])) {
-		kinds = s[0] == 'u' ? SHIFTIMG_UID :
-			s[0] == 'g' ? SHIFTIMG_GID : SHIFTIMG_BOTH;
+		kinds = (kinds & SHIFTIMG_FROM) |
+			(s[0] == 'u' ? SHIFTIMG_UID :
+			 s[0] == 'g' ? SHIFTIMG_GID : SHIFTIMG_BOTH);
 		s += 2;
 	}
 	if (parse_triple(s, false, v) < 0)
@@ -225,7 +232,7 @@ static int subid_lookup(struct shiftimg *h, const char *path, const char *user,
 	return err;
 }
 
-int shiftimg_map_subid(struct shiftimg *h, const char *user,
+int shiftimg_map_subid(struct shiftimg *h, unsigned int kinds, const char *user,
 		       const char *subuid_path, const char *subgid_path)
 {
 	const char *paths[2] = { subuid_path ? subuid_path : "/etc/subuid",
@@ -238,26 +245,35 @@ int shiftimg_map_subid(struct shiftimg *h, const char *user,
 	if (pw)
 		snprintf(uidstr, sizeof(uidstr), "%u", (unsigned int)pw->pw_uid);
 	for (k = 0; k < 2; k++) {
+		if (!(kinds & (1u << k)))
+			continue;
 		err = subid_lookup(h, paths[k], user, uidstr, &start, &count);
 		if (err)
 			return err;
-		err = shiftimg_map_add(h, 1u << k, 0, start, count);
+		err = shiftimg_map_add(h, (1u << k) | (kinds & SHIFTIMG_FROM),
+				       0, start, count);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-int shiftimg_map_format(const struct shiftimg *h, char *buf, size_t size)
+int shiftimg_map_format(const struct shiftimg *h, unsigned int which,
+			char *buf, size_t size)
 {
+	const struct si_idmap *maps = which & SHIFTIMG_APPLIED ? h->rules.map :
+				      which & SHIFTIMG_FROM ? h->from : h->given;
 	size_t len = 0;
 	unsigned int k, i;
 
 	if (size)
 		buf[0] = '\0';
 	for (k = 0; k < 2; k++) {
-		for (i = 0; i < h->given[k].nr; i++) {
-			const struct si_extent *e = &h->given[k].ext[i];
+		/* A kind the run left alone has the identity extent only. */
+		if ((which & SHIFTIMG_APPLIED) && si_idmap_is_identity(&maps[k]))
+			continue;
+		for (i = 0; i < maps[k].nr; i++) {
+			const struct si_extent *e = &maps[k].ext[i];
 			/* Measuring (buf NULL) or truncated: no pointer past buf. */
 			int n = snprintf(len < size ? buf + len : NULL,
 					 len < size ? size - len : 0,
@@ -499,23 +515,40 @@ bool si_check_privileged(const struct shiftimg *h)
 
 /* ---- the driver ---- */
 
-static void build_rules(struct shiftimg *h)
+/*
+ * The map a run applies to the ids on disk: the map given, composed
+ * after the inverse of the map the target has now (--from-map), and
+ * inverted for --reverse.
+ */
+static int build_rules(struct shiftimg *h)
 {
+	struct si_idmap composed;	/* 8 KB */
 	int k;
 
 	for (k = 0; k < 2; k++) {
 		struct si_idmap *m = &h->rules.map[k];
+		const struct si_idmap *src = &h->given[k];
 
+		if (h->have_from[k] && !h->have[k])
+			return si_error(h, EINVAL,
+					"a from-map for %s ids needs a map for them to go to (--map, --%s-map)",
+					k ? "group" : "user", k ? "gid" : "uid");
 		if (!h->have[k]) {
 			/* A kind with no map at all is left alone. */
 			m->nr = 1;
 			m->ext[0] = (struct si_extent){ 0, 0, SI_ID_MAX + 1u };
-		} else if (h->flags & SHIFTIMG_REVERSE) {
-			si_idmap_invert(&h->given[k], m);
-		} else {
-			*m = h->given[k];
+			continue;
 		}
+		if (h->have_from[k]) {
+			si_idmap_compose(&h->from[k], &h->given[k], &composed);
+			src = &composed;
+		}
+		if (h->flags & SHIFTIMG_REVERSE)
+			si_idmap_invert(src, m);
+		else
+			*m = *src;
 	}
+	return 0;
 }
 
 static int open_target(struct shiftimg *h, const char *path,
@@ -669,7 +702,9 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	h->digest_output[0] = h->digest_diff_id[0] = '\0';
 	if (!h->have[0] && !h->have[1])
 		return si_error(h, EINVAL, "no map given");
-	build_rules(h);
+	err = build_rules(h);
+	if (err)
+		return err;
 
 	err = open_target(h, target, &t);
 	if (err)

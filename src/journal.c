@@ -151,7 +151,7 @@ struct si_journal {
 	unsigned char *gather;		/* ext4: a record's new bytes, for its hash */
 	size_t gather_cap;
 	char *stamp_old;		/* the stamp before the run */
-	char stamp_new[64 + 32];	/* "" when the run removes it */
+	char *stamp_new;		/* after it; "" when the run removes it */
 };
 
 /* ---- fault injection ---- */
@@ -520,14 +520,24 @@ static void sync_stop(struct si_journal *j)
 
 /* ---- the header ---- */
 
-/* The canonical text of the run's maps, as the user gave them. */
+/*
+ * The canonical text of the run's maps, as the user gave them: the map
+ * alone, or "FROM -> MAP" for a re-shift (--from-map).
+ */
 static char *map_text(const struct shiftimg *h)
 {
-	int n = shiftimg_map_format(h, NULL, 0);
-	char *s = malloc((size_t)n + 1);
+	int n = shiftimg_map_format(h, 0, NULL, 0);
+	int f = shiftimg_map_format(h, SHIFTIMG_FROM, NULL, 0);
+	char *s = malloc((size_t)(f + 4 + n + 1));
 
-	if (s)
-		shiftimg_map_format(h, s, (size_t)n + 1);
+	if (!s)
+		return NULL;
+	if (f) {
+		shiftimg_map_format(h, SHIFTIMG_FROM, s, (size_t)f + 1);
+		strcpy(s + f, " -> ");
+		f += 4;
+	}
+	shiftimg_map_format(h, 0, s + f, (size_t)n + 1);
 	return s;
 }
 
@@ -2327,14 +2337,18 @@ static bool ordered_by_fs(const struct si_journal *j)
 
 /* ---- the stamp value of a run ---- */
 
-static void stamp_value(int kind, const char *map, char *out, size_t size)
+/* The stamp of a map text ("" stays ""), malloc'ed. */
+static char *stamp_value(int kind, const char *map)
 {
+	char *out;
+
 	/* The superblock has room for a digest of the map, not the map. */
-	if (kind == J_EXT4)
-		snprintf(out, size, "xxh64:%016" PRIx64,
-			 (uint64_t)XXH64(map, strlen(map), 0));
-	else
-		snprintf(out, size, "%s", map);
+	if (kind != J_EXT4 || !map[0])
+		return strdup(map);
+	if (asprintf(&out, "xxh64:%016" PRIx64,
+		     (uint64_t)XXH64(map, strlen(map), 0)) < 0)
+		return NULL;
+	return out;
 }
 
 static int kind_of(const struct si_backend *b)
@@ -2434,12 +2448,12 @@ static int check_owner(struct shiftimg *h, const char *jpath,
  * running again (ext4), or refused when it is another run's.
  */
 static int resume(struct shiftimg *h, const struct si_target *t, int kind,
-		  const char *jpath, int jfd, const char *map)
+		  const char *jpath, int jfd, const char *map,
+		  const char *stamp)
 {
 	bool reverse = h->flags & SHIFTIMG_REVERSE;
 	struct loaded l;
 	uint64_t done = 0, replaced = 0;
-	char stamp[128];
 	int err;
 
 	err = load(h, jpath, jfd, &l);
@@ -2461,10 +2475,8 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 		err = tree_replay(h, t, &l, 1, &done, &replaced);
 		if (err)
 			goto out_free;
-		stamp_value(kind, map, stamp, sizeof(stamp));
 		if (h->flags & SHIFTIMG_STAMP)
-			err = si_stamp_set(&si_tree_backend, t, 0,
-					   reverse ? "" : stamp);
+			err = si_stamp_set(&si_tree_backend, t, 0, stamp);
 		if (err < 0)
 			err = si_error(h, -err, "%s: writing the stamp: %s",
 				       t->path, strerror(-err));
@@ -2501,31 +2513,39 @@ out_free:
 
 /* ---- the stamp check ---- */
 
+/*
+ * The stamps the run goes between (si_stamp_texts()), in the target's
+ * own form: j->stamp_new, and *from for si_stamp_judge().
+ */
+static int stamp_values(struct si_journal *j, char **from)
+{
+	char *ft = NULL, *tt = NULL;
+	int err = si_stamp_texts(j->h, &ft, &tt);
+
+	*from = NULL;
+	if (!err) {
+		*from = stamp_value(j->kind, ft);
+		j->stamp_new = stamp_value(j->kind, tt);
+	}
+	free(ft);
+	free(tt);
+	if (err || !*from || !j->stamp_new)
+		return si_error(j->h, ENOMEM, "out of memory");
+	return 0;
+}
+
 static int check_stamp(struct shiftimg *h, const struct si_backend *b,
 		       const struct si_target *t, uint64_t offset,
-		       const char *want, char *old, size_t size)
+		       const char *from, const char *to, char *old, size_t size)
 {
-	bool reverse = h->flags & SHIFTIMG_REVERSE;
 	int err = si_stamp_get(b, t, offset, old, size);
 
 	if (err)
 		return si_error(h, -err, "%s: reading the stamp: %s", t->path,
 				strerror(-err));
 	/* The stamp before the run is kept either way: --rollback restores it. */
-	if (!(h->flags & SHIFTIMG_STAMP) || (h->flags & SHIFTIMG_FORCE))
-		return 0;
-	if (!old[0])
-		return 0;
-	if (!strcmp(old, want)) {
-		if (reverse)
-			return 0;
-		snprintf(h->notice, sizeof(h->notice),
-			 "%s: already shifted with this map (stamp %s); nothing done (--force shifts again)",
-			 t->path, old);
-		return SI_JOURNAL_NOTHING;
-	}
-	return si_error(h, EEXIST, "%s: already shifted with another map (stamp %s); refusing to shift it again (--force overrides)",
-			t->path, old);
+	err = si_stamp_judge(h, t->path, old, from, to);
+	return err == SI_STAMP_DONE ? SI_JOURNAL_NOTHING : err;
 }
 
 /* ---- the run ---- */
@@ -2565,6 +2585,7 @@ static void journal_free(struct si_journal *j)
 	free(j->gather);
 	free(j->path);
 	free(j->stamp_old);
+	free(j->stamp_new);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -2613,7 +2634,7 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 {
 	int kind = kind_of(b), jfd, err;
 	struct si_journal *j;
-	char *map = NULL, old[256];
+	char *map = NULL, *from = NULL, *old = NULL;
 
 	*jp = NULL;
 	/* SHIFTIMG_JOURNAL=off: for measuring what the journal costs. */
@@ -2629,9 +2650,12 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 		goto out_free;
 	}
 	j->offset = kind == J_EXT4 ? parse_offset(h) : 0;
+	err = stamp_values(j, &from);
+	if (err)
+		goto out_free;
 	jfd = open_existing(h, j->path);
 	if (jfd >= 0) {
-		err = resume(h, t, kind, j->path, jfd, map);
+		err = resume(h, t, kind, j->path, jfd, map, j->stamp_new);
 		close(jfd);
 		if (err)
 			goto out_free;
@@ -2639,17 +2663,20 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 		err = jfd;
 		goto out_free;
 	}
-	stamp_value(kind, map, j->stamp_new, sizeof(j->stamp_new));
-	err = check_stamp(h, b, t, j->offset, j->stamp_new, old, sizeof(old));
-	if (err)
-		goto out_free;
-	if (h->flags & SHIFTIMG_REVERSE || !(h->flags & SHIFTIMG_STAMP))
-		j->stamp_new[0] = '\0';
-	j->stamp_old = strdup(old);
-	if (!j->stamp_old) {
+	old = malloc(SI_STAMP_MAX);
+	if (!old) {
 		err = si_error(h, ENOMEM, "out of memory");
 		goto out_free;
 	}
+	err = check_stamp(h, b, t, j->offset, from, j->stamp_new, old,
+			  SI_STAMP_MAX);
+	if (err) {
+		free(old);
+		goto out_free;
+	}
+	if (!(h->flags & SHIFTIMG_STAMP))
+		j->stamp_new[0] = '\0';
+	j->stamp_old = old;
 	err = create(j, map);
 	if (err) {
 		if (j->fd >= 0)
@@ -2658,11 +2685,13 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 	}
 	j->ordered = ordered_by_fs(j);
 	free(map);
+	free(from);
 	*jp = j;
 	active = j;
 	return 0;
 out_free:
 	free(map);
+	free(from);
 	journal_free(j);
 	return err;
 }

@@ -163,6 +163,11 @@ void si_fault_on_crash(void (*fn)(void *), void *arg);
 
 /* ---- the stamp (stamp.c) ---- */
 
+/*
+ * The largest stamp: a tree's is the map text, up to 340 ranges of each
+ * kind on each side of a re-shift.
+ */
+#define SI_STAMP_MAX	(64u << 10)
 /* Reads the stamp into buf ("" if none); returns 0 or -errno. */
 int si_stamp_get(const struct si_backend *b, const struct si_target *t,
 		 uint64_t offset, char *buf, size_t size);

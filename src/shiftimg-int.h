@@ -23,6 +23,9 @@ struct shiftimg {
 	/* The maps as given, inside -> outside; have[k] if any range. */
 	struct si_idmap given[2];
 	bool have[2];
+	/* The map the target has now (--from-map), the same way. */
+	struct si_idmap from[2];
+	bool have_from[2];
 	struct si_rules rules;		/* built by shiftimg_run() */
 	uint64_t flags;
 	unsigned int threads;
@@ -75,6 +78,24 @@ int si_unmapped_refuse(struct shiftimg *h, const char *target);
 int si_privileged_refuse(struct shiftimg *h, const char *target);
 /* True if the run must look for such objects before changing anything. */
 bool si_check_privileged(const struct shiftimg *h);
+
+/*
+ * The stamps a run goes between, as map texts: from is what the target
+ * may be stamped with for the run to go ahead ("" when nothing shifted
+ * it), to what it is stamped with after ("" when the run leaves it
+ * unshifted).  Both are malloc'ed; returns 0 or -ENOMEM.
+ */
+int si_stamp_texts(const struct shiftimg *h, char **from, char **to);
+/*
+ * Judges the stamp a target carries (old, "" if none) against a run
+ * from `from` to `to` (si_stamp_texts(), or digests of them): 0 to go
+ * ahead, SI_STAMP_DONE when the target is already shifted to `to` (the
+ * notice says so), or si_error()'s value.  SHIFTIMG_FORCE and a run
+ * without SHIFTIMG_STAMP go ahead whatever the stamp.
+ */
+#define SI_STAMP_DONE	1
+int si_stamp_judge(struct shiftimg *h, const char *target, const char *old,
+		   const char *from, const char *to);
 
 /* The value of an option, or NULL. */
 const char *si_option(const struct shiftimg *h, const char *key);

@@ -11,12 +11,16 @@
  *   "SIMP", a little-endian version (1), and the XXH64 of the map text.
  *   The superblock checksum is recomputed when metadata_csum is on.
  *   Neither the kernel nor e2fsck reads these bytes.
+ *
+ * Which stamps a run accepts and leaves is decided here too, for every
+ * backend that keeps one (si_stamp_texts(), si_stamp_judge()).
  */
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -150,4 +154,52 @@ int si_stamp_set(const struct si_backend *b, const struct si_target *t,
 	if (b == &si_tree_backend)
 		return tree_set(t, value);
 	return ext4_set(t, offset, value);
+}
+
+static char *format_map(const struct shiftimg *h, unsigned int which)
+{
+	int n = shiftimg_map_format(h, which, NULL, 0);
+	char *s = malloc((size_t)n + 1);
+
+	if (s)
+		shiftimg_map_format(h, which, s, (size_t)n + 1);
+	return s;
+}
+
+int si_stamp_texts(const struct shiftimg *h, char **from, char **to)
+{
+	bool reverse = h->flags & SHIFTIMG_REVERSE;
+	char *given = format_map(h, 0);
+	char *old = h->have_from[0] || h->have_from[1] ?
+		    format_map(h, SHIFTIMG_FROM) : strdup("");
+
+	if (!given || !old) {
+		free(given);
+		free(old);
+		return -ENOMEM;
+	}
+	/* --reverse goes back from the map given to the one before it. */
+	*from = reverse ? given : old;
+	*to = reverse ? old : given;
+	return 0;
+}
+
+int si_stamp_judge(struct shiftimg *h, const char *target, const char *old,
+		   const char *from, const char *to)
+{
+	if (!(h->flags & SHIFTIMG_STAMP) || (h->flags & SHIFTIMG_FORCE))
+		return 0;
+	if (to[0] && !strcmp(old, to)) {
+		snprintf(h->notice, sizeof(h->notice),
+			 "%s: already shifted with this map (stamp %s); nothing done (--force shifts again)",
+			 target, old);
+		return SI_STAMP_DONE;
+	}
+	if (!old[0] || !strcmp(old, from))
+		return 0;
+	if (from[0])
+		return si_error(h, EEXIST, "%s: stamped as shifted with %s, not with the map it is to be shifted from (%s); refusing (--force overrides)",
+				target, old, from);
+	return si_error(h, EEXIST, "%s: already shifted with another map (stamp %s); refusing to shift it again (--force overrides)",
+			target, old);
 }

@@ -64,12 +64,12 @@ static void check(struct shiftimg *h)
 	 * Measured (NULL, 0), then formatted into a small buffer: the same
 	 * length, truncated and terminated, never overflowed.
 	 */
-	n = shiftimg_map_format(h, NULL, 0);
-	if (shiftimg_map_format(h, buf, sizeof(buf)) != n ||
+	n = shiftimg_map_format(h, 0, NULL, 0);
+	if (shiftimg_map_format(h, 0, buf, sizeof(buf)) != n ||
 	    memchr(buf, '\0', sizeof(buf)) == NULL)
 		abort();
 	full = malloc((size_t)n + 1);
-	if (!full || shiftimg_map_format(h, full, (size_t)n + 1) != n ||
+	if (!full || shiftimg_map_format(h, 0, full, (size_t)n + 1) != n ||
 	    strlen(full) != (size_t)n || strncmp(full, buf, sizeof(buf) - 1))
 		abort();
 	free(full);
@@ -100,8 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(h);
 	shiftimg_free(h);
 	h = shiftimg_new();
-	shiftimg_map_subid(h, "root", path, path);
-	shiftimg_map_subid(h, "0", path, path);
+	shiftimg_map_subid(h, SHIFTIMG_BOTH, "root", path, path);
+	shiftimg_map_subid(h, SHIFTIMG_BOTH, "0", path, path);
 	check(h);
 	shiftimg_free(h);
 	close(fd);
