@@ -412,12 +412,16 @@ void *si_alloc_big(size_t *len)
 int shiftimg_status(struct shiftimg *h, const char *target, FILE *out)
 {
 	si_error_clear(h);
+	if (si_lxc_probe(target))
+		return si_lxc_status(h, target, out);
 	return si_journal_status(h, target, out);
 }
 
 int shiftimg_rollback(struct shiftimg *h, const char *target)
 {
 	si_error_clear(h);
+	if (si_lxc_probe(target))
+		return si_lxc_rollback(h, target);
 	return si_journal_rollback(h, target);
 }
 
@@ -664,6 +668,9 @@ static int drive(struct shiftimg *h, const struct si_backend *b,
 	 */
 	if (!err)
 		err = b->shift(h, t, SI_PASS_APPLY);
+	/* What goes with the shift (a container's config) goes before its journal. */
+	if (!err && h->commit_fn)
+		err = h->commit_fn(h, h->commit_arg);
 	h->journal = NULL;
 	return si_journal_end(j, err);
 }
@@ -687,25 +694,16 @@ const char *shiftimg_digest(const struct shiftimg *h, const char *which)
 	return v && *v ? v : NULL;
 }
 
-int shiftimg_run(struct shiftimg *h, const char *target)
+int si_run_path(struct shiftimg *h, const char *target)
 {
 	const struct si_backend *b;
 	struct si_target t;
 	double start = now();
 	int err;
 
-	si_error_clear(h);
-	si_tally_free(&h->tally);
-	h->backend = NULL;
-	h->planned = 0;
-	si_tally_free(&h->checked);
-	h->digest_output[0] = h->digest_diff_id[0] = '\0';
-	if (!h->have[0] && !h->have[1])
-		return si_error(h, EINVAL, "no map given");
 	err = build_rules(h);
 	if (err)
 		return err;
-
 	err = open_target(h, target, &t);
 	if (err)
 		return err;
@@ -729,4 +727,20 @@ out_close:
 	if (t.fd >= 0)
 		close(t.fd);
 	return err;
+}
+
+int shiftimg_run(struct shiftimg *h, const char *target)
+{
+	si_error_clear(h);
+	si_tally_free(&h->tally);
+	h->backend = NULL;
+	h->planned = 0;
+	si_tally_free(&h->checked);
+	h->digest_output[0] = h->digest_diff_id[0] = '\0';
+	if (!h->have[0] && !h->have[1])
+		return si_error(h, EINVAL, "no map given");
+	/* A whole that holds a target: its records change with it. */
+	if (si_lxc_probe(target))
+		return si_lxc_run(h, target);
+	return si_run_path(h, target);
 }

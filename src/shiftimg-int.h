@@ -47,6 +47,9 @@ struct shiftimg {
 	/* What a backend's check pass leaves its apply pass; freed after the run. */
 	void *pass_state;
 	void (*pass_state_free)(void *);
+	/* Run once the target is shifted, before its journal goes (src/lxc.c). */
+	int (*commit_fn)(struct shiftimg *h, void *arg);
+	void *commit_arg;
 	char err[1024];
 	char notice[1024];		/* what the run found (shiftimg_notice) */
 	/* "sha256:<hex>" of a tar run's output and uncompressed tar, or "". */
@@ -118,5 +121,17 @@ unsigned int si_threads(const struct shiftimg *h);
  */
 #define SI_BIG_MIN	(128u << 10)
 void *si_alloc_big(size_t *len);
+
+/*
+ * Shifts one target that is not a whole: opens it, picks its backend
+ * and drives it (src/handle.c).  Wholes that hold such targets call it.
+ */
+int si_run_path(struct shiftimg *h, const char *target);
+
+/* LXC containers (src/lxc.c): a directory holding an LXC config. */
+bool si_lxc_probe(const char *path);
+int si_lxc_run(struct shiftimg *h, const char *target);
+int si_lxc_status(struct shiftimg *h, const char *target, FILE *out);
+int si_lxc_rollback(struct shiftimg *h, const char *target);
 
 #endif /* SHIFTIMG_INT_H */
