@@ -28,6 +28,7 @@ static void usage(FILE *out)
 "       [--from-uid-map map] [--from-gid-map map] [--from-uid-map-file file]\n"
 "       [--from-gid-map-file file] [--from-subid user]\n"
 "       [--from-subuid-file file] [--from-subgid-file file]\n"
+"       [--from-subid-range start:count]\n"
 "       [--unmapped=fail|keep|overflow] [--cross-mounts] [-o output]\n"
 "       [--offset bytes] [--names=clear|keep] [--level n] [--journal file]\n"
 "       [--force] [--allow-privileged] [-j threads] [--json]\n"
@@ -245,6 +246,7 @@ enum {
 	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC, OPT_FROM_MAP, OPT_FROM_UID_MAP,
 	OPT_FROM_GID_MAP, OPT_FROM_UID_MAP_FILE, OPT_FROM_GID_MAP_FILE,
 	OPT_FROM_SUBID, OPT_FROM_SUBUID_FILE, OPT_FROM_SUBGID_FILE,
+	OPT_FROM_SUBID_RANGE,
 };
 
 static const struct option longopts[] = {
@@ -262,6 +264,7 @@ static const struct option longopts[] = {
 	{ "from-subid", required_argument, NULL, OPT_FROM_SUBID },
 	{ "from-subuid-file", required_argument, NULL, OPT_FROM_SUBUID_FILE },
 	{ "from-subgid-file", required_argument, NULL, OPT_FROM_SUBGID_FILE },
+	{ "from-subid-range", required_argument, NULL, OPT_FROM_SUBID_RANGE },
 	{ "reverse", no_argument, NULL, 'r' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "unmapped", required_argument, NULL, OPT_UNMAPPED },
@@ -300,6 +303,17 @@ static void map_result(struct cli *c, int err)
 }
 
 #define FROM	SHIFTIMG_FROM
+
+/* --from-subid-range START:COUNT: a subordinate range, as 0:START:COUNT. */
+static void from_range(struct cli *c, const char *arg)
+{
+	char spec[64];
+
+	if (strchr(arg, ':') != strrchr(arg, ':') || !strchr(arg, ':') ||
+	    snprintf(spec, sizeof(spec), "0:%s", arg) >= (int)sizeof(spec))
+		die(EXIT_USAGE, "--from-subid-range '%s': not START:COUNT", arg);
+	map_result(c, shiftimg_map_parse(c->h, FROM | SHIFTIMG_BOTH, spec));
+}
 
 static void parse_args(struct cli *c, int argc, char **argv)
 {
@@ -345,6 +359,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case OPT_FROM_SUBID:
 			c->from_subid = optarg;
+			break;
+		case OPT_FROM_SUBID_RANGE:
+			from_range(c, optarg);
 			break;
 		case OPT_FROM_SUBUID_FILE:
 			c->from_subuid = optarg;

@@ -742,5 +742,7 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	/* A whole that holds a target: its records change with it. */
 	if (si_lxc_probe(target))
 		return si_lxc_run(h, target);
+	if (si_store_probe(target))
+		return si_store_run(h, target);
 	return si_run_path(h, target);
 }

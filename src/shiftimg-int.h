@@ -134,4 +134,8 @@ int si_lxc_run(struct shiftimg *h, const char *target);
 int si_lxc_status(struct shiftimg *h, const char *target, FILE *out);
 int si_lxc_rollback(struct shiftimg *h, const char *target);
 
+/* containers/storage stores (src/store.c). */
+bool si_store_probe(const char *path);
+int si_store_run(struct shiftimg *h, const char *target);
+
 #endif /* SHIFTIMG_INT_H */
