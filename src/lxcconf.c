@@ -266,13 +266,29 @@ static bool replaced(const char *buf, const struct line *l, unsigned int kinds)
 	return kinds & (1u << k);
 }
 
+/* Where the last "lxc.idmap =" starts: ranges before it do not count. */
+static size_t last_clear(const char *buf, size_t len)
+{
+	size_t off = 0, at = 0;
+
+	while (off < len) {
+		struct line l;
+		size_t next = next_line(buf, len, off, &l);
+
+		if (l.kv && !l.val_len && key_is(buf, &l, "lxc.idmap"))
+			at = off + 1;
+		off = next;
+	}
+	return at;
+}
+
 char *si_lxc_conf_render(const char *buf, size_t len,
 			 const struct si_idmap map[2], unsigned int kinds,
 			 size_t *outlen)
 {
+	size_t off = 0, clear = last_clear(buf, len);
 	struct out o = { 0 };
 	bool placed = false;
-	size_t off = 0;
 
 	put(&o, "", 0);
 	while (off < len) {
@@ -280,9 +296,11 @@ char *si_lxc_conf_render(const char *buf, size_t len,
 		size_t next = next_line(buf, len, off, &l);
 
 		if (replaced(buf, &l, kinds)) {
-			if (!placed)
+			/* Not before a clearing line that is kept: it would clear them. */
+			if (!placed && off + 1 > clear) {
 				put_map(&o, map, kinds);
-			placed = true;
+				placed = true;
+			}
 		} else {
 			put(&o, buf + off, next - off);
 		}
