@@ -42,6 +42,7 @@ RUNS=${RUNS:-5}
 FS=${FS:-loop}
 TREES=${TREES:-t200k minbase}
 MAP=0:100000:65536
+MAP2=0:300000:65536
 B=${BENCH_DIR:-/var/tmp/shiftimg-bench-tree}
 M=$B/mnt
 
@@ -93,6 +94,11 @@ timed() {	# tool tree
 		restore "$tree" ;;
 	onepass) echo "$1 $(secs env SHIFTIMG_JOURNAL=off "$S" -q --unmapped=keep --map $MAP "$tree")"
 		restore "$tree" ;;
+	# A re-shift (--from-map) of the same tree, shifted with MAP first:
+	# the composed map must cost nothing over the plain shift.
+	reshift) "$S" -q --map $MAP "$tree" >/dev/null
+		echo "$1 $(secs "$S" -q --from-map $MAP --map $MAP2 "$tree")"
+		"$S" -q --reverse --allow-privileged --map $MAP2 "$tree" >/dev/null ;;
 	fuidshift) echo "$1 $(secs fuidshift "$tree.fu" b:$MAP)"
 		# fuidshift -r fails on the ACLs fuidshift wrote: a fresh copy.
 		rm -rf "$tree.fu"
@@ -117,7 +123,7 @@ timed() {	# tool tree
 	esac >>"$B/times"
 }
 
-TOOLS="shiftimg sync off onepass fuidshift floor1 floor2 floor2sync floor2pass floor2passx floor2passsync"
+TOOLS="shiftimg reshift sync off onepass fuidshift floor1 floor2 floor2sync floor2pass floor2passx floor2passsync"
 rounds() {
 	: >"$B/times"
 	for r in $(seq "$RUNS"); do
@@ -185,13 +191,14 @@ report() {	# name label
 		"floor, 2 threads, those two passes, then syncfs" "$(med floor2passsync)" "$(cpu floor2passsync)" \
 		"fuidshift" "$(med fuidshift)" "$(cpu fuidshift)" \
 		"shiftimg (default: check pass, journal, shift)" "$(med shiftimg)" "$(cpu shiftimg)" \
+		"shiftimg --from-map MAP --map MAP2 (re-shift)" "$(med reshift)" "$(cpu reshift)" \
 		"shiftimg --sync (then syncfs)" "$(med sync)" "$(cpu sync)" \
 		"shiftimg, SHIFTIMG_JOURNAL=off (check pass, shift)" "$(med off)" "$(cpu off)" \
 		"shiftimg, journal off, --unmapped=keep (one pass)" "$(med onepass)" "$(cpu onepass)"
 	for k in med cpu; do
 		awk -v k=$k -v f1="$($k floor1)" -v f2="$($k floor2)" -v fs="$($k floor2sync)" -v fu="$($k fuidshift)" \
 		    -v si="$($k shiftimg)" -v sy="$($k sync)" -v so="$($k off)" -v s1="$($k onepass)" -v fp="$($k floor2pass)" \
-		    -v fq="$($k floor2passsync)" -v fx="$($k floor2passx)" '
+		    -v fq="$($k floor2passsync)" -v fx="$($k floor2passx)" -v rs="$($k reshift)" '
 		function r(a, b) { return b > 0 ? sprintf("%.2fx", a / b) : "n/a" }
 		BEGIN {
 			printf "ratios (%s): fuidshift/floor1 %s, fuidshift/floor2 %s, fuidshift/shiftimg %s (off %s, one pass %s)\n",
@@ -206,6 +213,7 @@ report() {	# name label
 				r(fq, f2), r(fu, fq), r(sy, fq)
 			printf "             fuidshift/(shiftimg --sync) %s, (shiftimg --sync)/floor2 %s\n",
 				r(fu, sy), r(sy, f2)
+			printf "             re-shift (--from-map)/shiftimg %s\n", r(rs, si)
 		}'
 	done
 	if [ "$FS" != tmpfs ]; then
