@@ -514,8 +514,7 @@ static bool key_prefix(const struct pax_rec *r, const char *k, size_t *plen)
 	return r->klen > *plen && !memcmp(r->key, k, *plen);
 }
 
-/* A decimal value (uid, gid, size); false if it is not one. */
-static bool dec_get(const char *s, size_t len, uint64_t max, uint64_t *v)
+bool th_dec_get(const char *s, size_t len, uint64_t max, uint64_t *v)
 {
 	uint64_t n = 0;
 	size_t i;
@@ -647,233 +646,6 @@ static int url_decode(const char *in, size_t len, char *out, size_t outlen)
 	return 0;
 }
 
-/* ---- text ACLs ---- */
-
-static bool all_digits(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	return n > 0;
-}
-
-struct acl_field {
-	const char *p;
-	size_t n;
-};
-
-/* Shifts one decimal id field; returns SI_* bits, or -EBADMSG. */
-static int acl_id(const struct si_rules *r, enum si_kind kind,
-		  struct acl_field *f, char *num, struct si_tally *t)
-{
-	uint64_t v;
-	uint32_t to;
-	int res;
-
-	if (!dec_get(f->p, f->n, SI_ID_MAX, &v))
-		return -EBADMSG;
-	res = si_shift_id(r, kind, (uint32_t)v, &to, t);
-	if (res & SI_CHANGED) {
-		snprintf(num, 12, "%u", to);
-		f->p = num;
-		f->n = strlen(num);
-	}
-	return res;
-}
-
-/*
- * One entry, split on ':' into at most 8 fields.  POSIX.1e:
- * tag:qualifier:perms[:id][ comment]; NFSv4: tag:qualifier:perms:flags:
- * type[:id] (no qualifier field for owner@, group@, everyone@).
- */
-/*
- * The id of the n-th ACL_USER/ACL_GROUP entry of a binary (VFS format)
- * ACL.  GNU tar stores the text ACL beside the binary one, made from
- * the same ACL in the same order: that is how a name-only text entry
- * gets its id.
- */
-static bool bin_qual(const unsigned char *bin, size_t len, size_t n,
-		     enum si_kind kind, uint32_t *id)
-{
-	size_t off;
-
-	if (!bin || len < 4 || (len - 4) % 8 || bin[0] != 2 || bin[1] || bin[2] || bin[3])
-		return false;
-	for (off = 4; off < len; off += 8) {
-		unsigned int tag = bin[off] | bin[off + 1] << 8;
-
-		if (tag != 2 && tag != 8)
-			continue;
-		if (n--)
-			continue;
-		if (tag != (kind == SI_KUID ? 2u : 8u))
-			return false;
-		*id = (uint32_t)bin[off + 4] | (uint32_t)bin[off + 5] << 8 |
-		      (uint32_t)bin[off + 6] << 16 | (uint32_t)bin[off + 7] << 24;
-		return true;
-	}
-	return false;
-}
-
-struct acl_ctx {
-	const struct si_rules *r;
-	bool nfs4, keep_names;
-	const unsigned char *bin;
-	size_t binlen, qual;
-	unsigned int *named;
-	struct si_tally *t;
-};
-
-/* A name-only entry: its id from the binary ACL, or kept by name. */
-static int acl_by_name(struct acl_ctx *a, enum si_kind kind, size_t my,
-		       struct acl_field *name, char *num)
-{
-	uint32_t id, to;
-	int res;
-
-	if (!bin_qual(a->bin, a->binlen, my, kind, &id)) {
-		(*a->named)++;
-		return 0;
-	}
-	res = si_shift_id(a->r, kind, id, &to, a->t);
-	if ((res & SI_CHANGED) && !a->keep_names) {
-		snprintf(num, 12, "%u", to);
-		name->p = num;
-		name->n = strlen(num);
-	}
-	return res;
-}
-
-#define ACL_FIELDS	8
-
-/* Splits an entry on ':'; a ninth field and beyond stay in the eighth. */
-static size_t acl_split(const char *e, size_t n, struct acl_field *f)
-{
-	size_t nf = 0, i, s = 0;
-
-	for (i = 0; i <= n && nf < ACL_FIELDS; i++) {
-		if (i == n || e[i] == ':') {
-			f[nf].p = e + s;
-			f[nf++].n = i - s;
-			s = i + 1;
-		}
-	}
-	if (i <= n)
-		f[ACL_FIELDS - 1].n = (size_t)(e + n - f[ACL_FIELDS - 1].p);
-	return nf;
-}
-
-static bool field_is(const struct acl_field *f, const char *word)
-{
-	return (f->n == strlen(word) && !memcmp(f->p, word, f->n)) ||
-	       (f->n == 1 && f->p[0] == word[0]);
-}
-
-/*
- * Whether the entry names a user or a group by qualifier; *base is the
- * index of its tag (1 after a "default:" prefix).
- */
-static bool acl_qualified(const struct acl_field *f, size_t nf, size_t *base,
-			  enum si_kind *kind)
-{
-	*base = nf > 3 && field_is(&f[0], "default") ? 1 : 0;
-	if (nf < *base + 2 || f[*base + 1].n == 0)
-		return false;	/* too short, or the owner's own entry */
-	if (field_is(&f[*base], "user"))
-		*kind = SI_KUID;
-	else if (field_is(&f[*base], "group"))
-		*kind = SI_KGID;
-	else
-		return false;
-	return true;
-}
-
-/* The length of the leading digits of a field. */
-static size_t digits_len(const struct acl_field *f)
-{
-	size_t k = 0;
-
-	while (k < f->n && f->p[k] >= '0' && f->p[k] <= '9')
-		k++;
-	return k;
-}
-
-static int acl_join(struct th_buf *out, const struct acl_field *f, size_t nf,
-		    size_t idf, const struct acl_field *tail)
-{
-	size_t i;
-
-	for (i = 0; i < nf; i++) {
-		if ((i && th_buf_add(out, ":", 1)) || th_buf_add(out, f[i].p, f[i].n))
-			return -ENOMEM;
-		if (i == idf && th_buf_add(out, tail->p, tail->n))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int acl_entry_text(struct acl_ctx *a, const char *e, size_t n,
-			  struct th_buf *out)
-{
-	struct acl_field f[ACL_FIELDS], tail = { "", 0 }, *name;
-	char num1[12], num2[12];
-	size_t nf = acl_split(e, n, f), base, idf, my;
-	enum si_kind kind;
-	int res;
-
-	if (!acl_qualified(f, nf, &base, &kind))
-		return th_buf_add(out, e, n) ? -ENOMEM : 0;
-	my = a->qual++;
-	name = &f[base + 1];
-	/* libarchive appends the id: POSIX.1e 4th field, NFSv4 6th. */
-	idf = base + (a->nfs4 ? 5 : 3);
-	if (idf < nf && !a->nfs4 && digits_len(&f[idf]) == 0)
-		idf = nf;	/* a comment, not an id ("#effective:r-x") */
-	if (idf < nf) {
-		size_t k = digits_len(&f[idf]);
-
-		tail.p = f[idf].p + k;
-		tail.n = f[idf].n - k;
-		f[idf].n = k;
-		res = acl_id(a->r, kind, &f[idf], num1, a->t);
-		/* A name would be resolved on extraction: put the new id there. */
-		if (res > 0 && (res & SI_CHANGED) &&
-		    (!a->keep_names || all_digits(name->p, name->n)))
-			*name = f[idf];
-	} else if (all_digits(name->p, name->n)) {
-		res = acl_id(a->r, kind, name, num2, a->t);
-	} else {
-		res = acl_by_name(a, kind, my, name, num2);
-	}
-	if (res < 0)
-		return res;
-	return acl_join(out, f, nf, idf, &tail) ?: res;
-}
-
-int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
-		const char *in, size_t len, const void *bin, size_t binlen,
-		struct th_buf *out, unsigned int *named, struct si_tally *t)
-{
-	struct acl_ctx a = { r, nfs4, keep_names, bin, binlen, 0, named, t };
-	size_t s = 0, i;
-	int res = 0, r2;
-
-	for (i = 0; i <= len; i++) {
-		if (i < len && in[i] != ',' && in[i] != '\n')
-			continue;
-		r2 = acl_entry_text(&a, in + s, i - s, out);
-		if (r2 < 0)
-			return r2;
-		res |= r2;
-		if (i < len && th_buf_add(out, in + i, 1))
-			return -ENOMEM;
-		s = i + 1;
-	}
-	return res;
-}
-
 /* ---- one entry ---- */
 
 /* What the shift does to the entry being processed. */
@@ -894,6 +666,7 @@ struct ent {
 	int priv;			/* SI_PRIV_* the shift would grant */
 	/* SCHILY.xattr.system.posix_acl_access, _default records */
 	const struct pax_rec *bin_acl[2];
+	const struct pax_rec *name_rec[2];	/* uname, gname records */
 	int res;
 };
 
@@ -988,6 +761,46 @@ static int pax_lxattr(struct th_ctx *c, struct ent *e, const struct pax_rec *r,
 	return res;
 }
 
+/* The entry's owner record: pax uname/gname, else the header's. */
+static void acl_owner(const struct ent *e, struct th_acl_owner *o)
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		const struct pax_rec *r = e->name_rec[k];
+
+		o->id[k] = (uint32_t)(e->pax_id[k] ? e->id_p[k] : e->id_h[k]);
+		if (r) {
+			o->name[k] = r->val;
+			o->len[k] = r->vlen;
+		} else {
+			o->name[k] = (const char *)e->hdr + name_field[k];
+			o->len[k] = e->fmt == FMT_V7 ? 0 : strnlen(o->name[k], 32);
+		}
+	}
+}
+
+static int acl_text(struct th_ctx *c, struct ent *e, const struct pax_rec *r,
+		    const struct pax_rec *b, struct th_buf *nv)
+{
+	char key[64], why[200];
+	struct th_acl_owner own;
+	struct th_acl_in in = { c->rules, key_is(r, "SCHILY.acl.ace"), c->keep_names,
+				key, r->val, r->vlen, b ? b->val : NULL,
+				b ? b->vlen : 0, &own };
+	int res;
+
+	snprintf(key, sizeof(key), "%.*s", (int)r->klen, r->key);
+	acl_owner(e, &own);
+	res = th_acl_text(&in, nv, &e->named, c->tally, why, sizeof(why));
+	if (res == -EBADMSG)
+		return fail(c, EBADMSG, "malformed %s", key);
+	if (res == -EPROTO)
+		return fail(c, EPROTO, "%s: %s; refusing to guess which user or group it means",
+			    key, why);
+	return res;
+}
+
 /* The new value of a record: 1 changed (in nv), 0 same, < 0 error. */
 static int pax_value(struct th_ctx *c, struct ent *e, const struct pax_rec *r,
 		     struct th_buf *nv)
@@ -1014,14 +827,9 @@ static int pax_value(struct th_ctx *c, struct ent *e, const struct pax_rec *r,
 			b = e->bin_acl[0];
 		else if (key_is(r, "SCHILY.acl.default"))
 			b = e->bin_acl[1];
-		res = th_acl_text(c->rules, key_is(r, "SCHILY.acl.ace"),
-				  c->keep_names, r->val, r->vlen,
-				  b ? b->val : NULL, b ? b->vlen : 0, nv,
-				  &e->named, c->tally);
+		res = acl_text(c, e, r, b, nv);
 		if (res == -ENOMEM)
 			return fail(c, ENOMEM, "out of memory");
-		if (res < 0)
-			return fail(c, EBADMSG, "malformed %.*s", (int)r->klen, r->key);
 		if (res & SI_CHANGED)
 			e->acls++;
 	}
@@ -1044,7 +852,7 @@ static int pax_scan(struct th_ctx *c, struct ent *e, const struct pax *x)
 		for (k = 0; k < 2; k++) {
 			if (!key_is(r, id_key[k]))
 				continue;
-			if (!dec_get(r->val, r->vlen, SI_ID_MAX, &v))
+			if (!th_dec_get(r->val, r->vlen, SI_ID_MAX, &v))
 				return fail(c, EBADMSG, "pax %s \"%.*s\" is not an id",
 					    id_key[k], (int)(r->vlen > 20 ? 20 : r->vlen), r->val);
 			e->pax_id[k] = true;
@@ -1052,7 +860,7 @@ static int pax_scan(struct th_ctx *c, struct ent *e, const struct pax *x)
 			e->own_rec[k] = c->pax.p[r->off] == '0';
 		}
 		if (key_is(r, "size")) {
-			if (!dec_get(r->val, r->vlen, INT64_MAX, &v))
+			if (!th_dec_get(r->val, r->vlen, INT64_MAX, &v))
 				return fail(c, EBADMSG, "pax size is not a size");
 			e->size = v;
 		}
@@ -1062,6 +870,10 @@ static int pax_scan(struct th_ctx *c, struct ent *e, const struct pax *x)
 			e->bin_acl[0] = r;
 		if (key_is(r, "SCHILY.xattr.system.posix_acl_default"))
 			e->bin_acl[1] = r;
+		if (key_is(r, "uname"))
+			e->name_rec[0] = r;
+		if (key_is(r, "gname"))
+			e->name_rec[1] = r;
 	}
 	return 0;
 }

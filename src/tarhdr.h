@@ -112,18 +112,41 @@ void th_b64_encode(const unsigned char *in, size_t len, bool pad,
 int th_buf_add(struct th_buf *b, const void *p, size_t len);
 void th_buf_free(struct th_buf *b);
 
+/* A decimal value (uid, gid, size) of at most max; false if it is not one. */
+bool th_dec_get(const char *s, size_t len, uint64_t max, uint64_t *v);
+
+/* ---- text ACLs (src/taracl.c) ---- */
+
+/* The entry's own owner and group as its header records them. */
+struct th_acl_owner {
+	const char *name[2];		/* uname, gname; len 0 if none */
+	size_t len[2];
+	uint32_t id[2];			/* uid, gid before the shift */
+};
+
+struct th_acl_in {
+	const struct si_rules *rules;
+	bool nfs4, keep_names;
+	const char *key;		/* the record's key, for messages */
+	const char *text;
+	size_t len;
+	const void *bin;		/* the binary ACL beside it, or NULL */
+	size_t binlen;
+	const struct th_acl_owner *owner;	/* or NULL */
+};
+
 /*
  * Rewrites a text ACL (SCHILY.acl.access/default, "tag:name:perms[:id]"
  * entries separated by ',' or '\n') or an NFSv4 one (SCHILY.acl.ace,
- * "tag:name:perms:flags:type[:id]").  Returns SI_* bits or -EBADMSG.
- * An entry naming a user or group without a number takes its id from
- * the matching entry of bin, the binary ACL stored beside it (may be
- * NULL); when there is none it is left by name and counted in *named.
- * Shifted entries get the new number in place of the name unless
- * keep_names.
+ * "tag:name:perms:flags:type[:id]") into out.  An entry without a
+ * number takes its id from the binary ACL beside it, paired in
+ * libacl's order and checked (src/taracl.c); with no binary ACL it is
+ * left by name and counted in *named.  Shifted entries get the new
+ * number in place of the name unless keep_names.  Returns SI_* bits,
+ * -EBADMSG (malformed), -EPROTO (the text and the binary ACL disagree;
+ * why says how) or -ENOMEM.
  */
-int th_acl_text(const struct si_rules *r, bool nfs4, bool keep_names,
-		const char *in, size_t len, const void *bin, size_t binlen,
-		struct th_buf *out, unsigned int *named, struct si_tally *t);
+int th_acl_text(const struct th_acl_in *in, struct th_buf *out,
+		unsigned int *named, struct si_tally *t, char *why, size_t whylen);
 
 #endif /* SHIFTIMG_TARHDR_H */

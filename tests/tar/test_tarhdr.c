@@ -480,6 +480,40 @@ static void test_lxattr_urlname(void **state)
 	th_buf_free(&m.out);
 }
 
+/* A text ACL through th_acl_text(); the result NUL-terminated in *out. */
+static int acl(const char *text, const unsigned char *bin, size_t binlen,
+	       const struct th_acl_owner *own, bool nfs4, bool keep, struct th_buf *out,
+	       unsigned int *named, char *why)
+{
+	struct th_acl_in in = { &rules, nfs4, keep, "SCHILY.acl.access", text,
+				strlen(text), bin, binlen, own };
+	int res;
+
+	out->len = 0;
+	why[0] = '\0';
+	res = th_acl_text(&in, out, named, NULL, why, 200);
+	th_buf_add(out, "", 1);
+	return res;
+}
+
+/* user_obj, user A (perm pa), user B (perm pb), group_obj, mask, other */
+static void bin_two(unsigned char *b, uint32_t a, int pa, uint32_t bb, int pb)
+{
+	static const unsigned char head[] = { 2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff };
+	static const unsigned char tail[] = { 4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+		0x10, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff };
+	unsigned char *p = b;
+
+	memcpy(p, head, sizeof(head));
+	p += sizeof(head);
+	*p++ = 2; *p++ = 0; *p++ = (unsigned char)pa; *p++ = 0;
+	*p++ = a & 0xff; *p++ = a >> 8 & 0xff; *p++ = a >> 16 & 0xff; *p++ = a >> 24;
+	*p++ = 2; *p++ = 0; *p++ = (unsigned char)pb; *p++ = 0;
+	*p++ = bb & 0xff; *p++ = bb >> 8 & 0xff; *p++ = bb >> 16 & 0xff; *p++ = bb >> 24;
+	memcpy(p, tail, sizeof(tail));
+}
+#define BIN_TWO	(12 + 16 + 24)
+
 static void test_acl_text(void **state)
 {
 	struct th_buf out = { 0 };
@@ -490,29 +524,120 @@ static void test_acl_text(void **state)
 		2, 0, 6, 0, 0xe8, 3, 0, 0, 4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
 		0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff };
 	const char *gnu = "user::rwx\nuser:alice:rw-\ngroup::r--\nother::r--\n";
+	char why[200];
 	int res;
 
 	set_map(100000);
-	res = th_acl_text(&rules, false, false, gnu, strlen(gnu), bin, sizeof(bin),
-			  &out, &named, NULL);
+	res = acl(gnu, bin, sizeof(bin), NULL, false, false, &out, &named, why);
 	assert_true(res & SI_CHANGED);
-	th_buf_add(&out, "", 1);
 	assert_string_equal((char *)out.p, "user::rwx\nuser:101000:rw-\ngroup::r--\nother::r--\n");
 	assert_int_equal(named, 0);
 	/* without the binary ACL a name stays a name, and is counted */
-	out.len = 0;
-	res = th_acl_text(&rules, false, false, gnu, strlen(gnu), NULL, 0, &out,
-			  &named, NULL);
+	res = acl(gnu, NULL, 0, NULL, false, false, &out, &named, why);
 	assert_false(res & SI_CHANGED);
 	assert_int_equal(named, 1);
 	/* NFSv4, as libarchive writes it */
-	out.len = 0;
 	gnu = "owner@:rwxp--aARWcCos:-------:allow,user:bob:rw-p--aARWc--s:-------:allow:1000";
-	res = th_acl_text(&rules, true, true, gnu, strlen(gnu), NULL, 0, &out,
-			  &named, NULL);
+	res = acl(gnu, NULL, 0, NULL, true, true, &out, &named, why);
 	assert_true(res & SI_CHANGED);
-	th_buf_add(&out, "", 1);
 	assert_string_equal((char *)out.p, "owner@:rwxp--aARWcCos:-------:allow,user:bob:rw-p--aARWc--s:-------:allow:101000");
+	th_buf_free(&out);
+}
+
+/*
+ * The binary ACL as a raw setxattr left it (uid 1000 rw-, then uid 0
+ * r--); the text as libacl gives it (by id: root r--, then 1000 rw-).
+ * Each name gets its own id, never its neighbour's.
+ */
+static void test_acl_text_out_of_order(void **state)
+{
+	struct th_buf out = { 0 };
+	unsigned char bin[BIN_TWO];
+	unsigned int named = 0;
+	char why[200];
+	int res;
+
+	set_map(100000);
+	bin_two(bin, 1000, 6, 0, 4);
+	res = acl("user::rw-,user:root:r--,user:alice:rw-,group::r--,mask::rw-,other::r--",
+		  bin, sizeof(bin), NULL, false, false, &out, &named, why);
+	assert_true(res & SI_CHANGED);
+	assert_string_equal((char *)out.p,
+		"user::rw-,user:100000:r--,user:101000:rw-,group::r--,mask::rw-,other::r--");
+	/* --names=keep: names stay, nothing is paired wrongly either way */
+	res = acl("user:root:r--,user:alice:rw-", bin, sizeof(bin), NULL, false, true,
+		  &out, &named, why);
+	assert_string_equal((char *)out.p, "user:root:r--,user:alice:rw-");
+	/* libarchive's form, ids given, in the binary's own order */
+	res = acl("user:alice:rw-:1000,user:root:r--:0", bin, sizeof(bin), NULL, false,
+		  false, &out, &named, why);
+	assert_string_equal((char *)out.p, "user:101000:rw-:101000,user:100000:r--:100000");
+	/* one name for two ids (two accounts sharing it): each its own */
+	res = acl("user:x:r--,user:x:rw-", bin, sizeof(bin), NULL, false, false,
+		  &out, &named, why);
+	assert_string_equal((char *)out.p, "user:100000:r--,user:101000:rw-");
+	th_buf_free(&out);
+}
+
+/* Every way the two can disagree is refused, and says which entry. */
+static void test_acl_text_disagreements(void **state)
+{
+	struct th_acl_owner own = { { "root", "root" }, { 4, 4 }, { 0, 0 } };
+	struct th_buf out = { 0 };
+	unsigned char bin[BIN_TWO];
+	unsigned int named = 0;
+	char why[200];
+
+	set_map(100000);
+	bin_two(bin, 1000, 6, 0, 4);
+	/* a text in the binary ACL's stored order pairs in that order */
+	assert_true(acl("user:alice:rw-,user:root:r--", bin, sizeof(bin), NULL,
+			false, false, &out, &named, why) & SI_CHANGED);
+	assert_string_equal((char *)out.p, "user:101000:rw-,user:100000:r--");
+	/* permissions that match neither order */
+	assert_int_equal(acl("user:alice:r--,user:root:r--", bin, sizeof(bin), NULL,
+			     false, false, &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "'user:root:r--' does not match"));
+	/* a text entry more than the binary ACL holds, and one fewer */
+	assert_int_equal(acl("user:root:r--,user:alice:rw-,user:bob:r--", bin, sizeof(bin),
+			     NULL, false, false, &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "'user:bob:r--' has no counterpart"));
+	assert_int_equal(acl("user:root:r--", bin, sizeof(bin), NULL, false, false,
+			     &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "lacks the binary ACL's entry for uid 1000"));
+	/* an id the binary ACL does not hold */
+	assert_int_equal(acl("user:bob:r--:5,user:alice:rw-:1000", bin, sizeof(bin), NULL,
+			     false, false, &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "no uid 5 there"));
+	/* an id where position says another */
+	assert_int_equal(acl("user:root:r--:7,user:alice:rw-", bin, sizeof(bin), NULL,
+			     false, false, &out, &named, why), -EPROTO);
+	/*
+	 * The owner's own record says root is 0: where libacl's order
+	 * pairs root with 1000, the stored order, which agrees, is taken;
+	 * where both orders are one, it is refused.
+	 */
+	bin_two(bin, 1000, 4, 0, 4);
+	assert_true(acl("user:alice:r--,user:root:r--", bin, sizeof(bin), &own,
+			false, false, &out, &named, why) & SI_CHANGED);
+	assert_string_equal((char *)out.p, "user:101000:r--,user:100000:r--");
+	bin_two(bin, 0, 4, 1000, 4);
+	assert_int_equal(acl("user:alice:r--,user:root:r--", bin, sizeof(bin), &own,
+			     false, false, &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "whose record says 0"));
+	/* two entries for one id in the binary ACL */
+	bin_two(bin, 1000, 4, 1000, 6);
+	assert_int_equal(acl("user:a:r--,user:b:rw-", bin, sizeof(bin), NULL, false, false,
+			     &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "names uid 1000 twice"));
+	/* a group entry the binary ACL lacks */
+	bin_two(bin, 1000, 6, 0, 4);
+	assert_int_equal(acl("user:root:r--,user:alice:rw-,group:staff:r--", bin, sizeof(bin),
+			     NULL, false, false, &out, &named, why), -EPROTO);
+	assert_non_null(strstr(why, "'group:staff:r--'"));
+	/* malformed ids stay malformed */
+	assert_int_equal(acl("user:99999999999:r--", NULL, 0, NULL, false, false, &out,
+			     &named, why), -EBADMSG);
 	th_buf_free(&out);
 }
 
@@ -718,6 +843,8 @@ int main(void)
 		cmocka_unit_test(test_global),
 		cmocka_unit_test(test_lxattr_urlname),
 		cmocka_unit_test(test_acl_text),
+		cmocka_unit_test(test_acl_text_out_of_order),
+		cmocka_unit_test(test_acl_text_disagreements),
 		cmocka_unit_test(test_gnu_sparse),
 		cmocka_unit_test(test_star),
 		cmocka_unit_test(test_bad_checksum),
