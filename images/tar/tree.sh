@@ -4,7 +4,8 @@
 # Builds the tree the tar tests archive: tree.sh DIR (as root, on a
 # filesystem with ACLs and xattrs).  It holds every kind of entry and
 # every place an id lives: owners small and above 2,097,151 (the
-# largest 7-digit octal), ACLs with user and group entries, file
+# largest 7-digit octal), ACLs with user and group entries (some stored
+# out of id order), file
 # capabilities (v2 and v3), setuid/setgid files, hard links, symlinks,
 # names and link targets past 100 bytes, devices, a FIFO, a sparse file,
 # user.containers.override_stat and an OCI whiteout.
@@ -38,6 +39,20 @@ setfacl -m u:1000:rw,u:2000:r,g:1000:r,g:3000005:rw,m::rw home/alice/shared
 mkdir home/alice/proj
 setfacl -m u:1000:rwx home/alice/proj
 setfacl -d -m u:1000:rwx,g:2000:rx,u:3000001:r home/alice/proj
+
+# ACLs stored out of id order, as a raw setxattr (and some restore
+# tools) leave them: named entries for bin (2), root (0) and daemon (1),
+# groups bin and root, so that libacl's text (names, sorted by id)
+# and the binary ACL (this order) differ in order, not in content.
+ooo=0x0200000001000600ffffffff
+ooo=${ooo}020006000200000002000400000000000200010001000000
+ooo=${ooo}04000400ffffffff08000400020000000800060000000000
+ooo=${ooo}10000700ffffffff20000400ffffffff
+echo ooo > home/alice/unsorted
+setfattr -n system.posix_acl_access -v "$ooo" home/alice/unsorted
+mkdir home/alice/unsorted.d
+setfattr -n system.posix_acl_access -v "$ooo" home/alice/unsorted.d
+setfattr -n system.posix_acl_default -v "$ooo" home/alice/unsorted.d
 
 # ids that do not fit 7 octal digits
 echo big > var/big
