@@ -205,6 +205,16 @@ static int read_config(struct shiftimg *h, struct lxc *c)
 		return err;
 	if (stat(c->config, &c->conf_st) < 0)
 		return si_error(h, errno, "%s: %s", c->config, strerror(errno));
+	/*
+	 * lxc.rootfs.path may name any tree, and the run changes what it
+	 * names: only a config its runner (or root) alone can write says
+	 * where that is.
+	 */
+	if ((c->conf_st.st_uid != 0 && c->conf_st.st_uid != geteuid()) ||
+	    (c->conf_st.st_mode & 022))
+		return si_error(h, EPERM, "%s: belongs to uid %u, mode %04o: a config another user can write could point lxc.rootfs.path anywhere; check it, and shift the rootfs as its own target",
+				c->config, (unsigned int)c->conf_st.st_uid,
+				(unsigned int)(c->conf_st.st_mode & 07777));
 	err = si_lxc_conf_parse(c->cur, c->cur_len, f, msg, sizeof(msg));
 	if (err)
 		return si_error(h, EINVAL, "%s: %s", which, msg);
