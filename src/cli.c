@@ -32,7 +32,7 @@ static void usage(FILE *out)
 "       [--unmapped=fail|keep|overflow] [--cross-mounts] [-o output]\n"
 "       [--offset bytes] [--names=clear|keep] [--level n] [--journal file]\n"
 "       [--force] [--allow-privileged] [-j threads] [--json]\n"
-"       [--stamp|--no-stamp] [--sync] target ...\n"
+"       [--stamp|--no-stamp] [--sync] [--keep-blobs] target ...\n"
 "       %s --status | --rollback [--journal file] target ...\n",
 		progname, progname);
 }
@@ -246,7 +246,7 @@ enum {
 	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC, OPT_FROM_MAP, OPT_FROM_UID_MAP,
 	OPT_FROM_GID_MAP, OPT_FROM_UID_MAP_FILE, OPT_FROM_GID_MAP_FILE,
 	OPT_FROM_SUBID, OPT_FROM_SUBUID_FILE, OPT_FROM_SUBGID_FILE,
-	OPT_FROM_SUBID_RANGE,
+	OPT_FROM_SUBID_RANGE, OPT_KEEP_BLOBS,
 };
 
 static const struct option longopts[] = {
@@ -279,6 +279,7 @@ static const struct option longopts[] = {
 	{ "rollback", no_argument, NULL, OPT_ROLLBACK },
 	{ "stamp", no_argument, NULL, OPT_STAMP },
 	{ "no-stamp", no_argument, NULL, OPT_NO_STAMP },
+	{ "keep-blobs", no_argument, NULL, OPT_KEEP_BLOBS },
 	{ "sync", no_argument, NULL, OPT_SYNC },
 	{ "allow-privileged", no_argument, NULL, OPT_ALLOW_PRIV },
 	{ "threads", required_argument, NULL, 'j' },
@@ -416,6 +417,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case OPT_STAMP:
 			c->flags |= SHIFTIMG_STAMP;
+			break;
+		case OPT_KEEP_BLOBS:
+			c->flags |= SHIFTIMG_KEEP_BLOBS;
 			break;
 		case OPT_NO_STAMP:
 			c->flags &= ~SHIFTIMG_STAMP;
