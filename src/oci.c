@@ -1101,7 +1101,9 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 	if (!err && !(h->flags & SHIFTIMG_DRY_RUN))
 		err = commit(o, out, outn);
 	if (!err) {
+		/* The run's digest is the new index's; a layer's diff_id is not the image's. */
 		snprintf(h->digest_output, sizeof(h->digest_output), "%s", new_d);
+		h->digest_diff_id[0] = '\0';
 		set_notice(o, old_d, new_d);
 	}
 	free(out);
