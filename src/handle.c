@@ -756,6 +756,8 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	/* A whole that holds targets: its records change with them. */
 	if (si_oci_probe(target))
 		return si_oci_run(h, target);
+	if (si_oci_archive_probe(target))
+		return si_oci_archive_run(h, target);
 	if (si_lxc_probe(target))
 		return si_lxc_run(h, target);
 	if (si_store_probe(target))

@@ -64,6 +64,7 @@ struct oci {
 	struct shiftimg *h;
 	const char *target;
 	char dir[PATH_MAX];
+	const char *name;		/* the layout in messages */
 	const char *ref;		/* DIR:REF, or NULL */
 	int dfd;			/* the layout */
 	bool write;			/* the second walk: write what changes */
@@ -198,10 +199,10 @@ static int read_at(struct oci *o, const char *name, char **buf, size_t *len)
 	ssize_t n;
 
 	if (fd < 0)
-		return si_error(o->h, errno, "%s: %s: %s", o->dir, name, strerror(errno));
+		return si_error(o->h, errno, "%s: %s: %s", o->name, name, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > JSON_MAX) {
 		err = si_error(o->h, EINVAL, "%s: %s: not a file of at most %u MiB",
-			       o->dir, name, JSON_MAX >> 20);
+			       o->name, name, JSON_MAX >> 20);
 		goto out_close;
 	}
 	*buf = malloc((size_t)st.st_size + 1);
@@ -212,7 +213,7 @@ static int read_at(struct oci *o, const char *name, char **buf, size_t *len)
 	n = read(fd, *buf, (size_t)st.st_size);
 	if (n != st.st_size) {
 		free(*buf);
-		err = si_error(o->h, EIO, "%s: %s: short read", o->dir, name);
+		err = si_error(o->h, EIO, "%s: %s: short read", o->name, name);
 		goto out_close;
 	}
 	(*buf)[n] = '\0';
@@ -236,7 +237,7 @@ static int read_blob(struct oci *o, const char *digest, char **buf, size_t *len)
 	if (!err && strcmp(got, digest)) {
 		free(*buf);
 		return si_error(o->h, EINVAL, "%s: blob %s does not match its digest (it is %s)",
-				o->dir, digest, got);
+				o->name, digest, got);
 	}
 	return err;
 }
@@ -248,7 +249,7 @@ static int sync_dir(struct oci *o, const char *name)
 	si_fault(SI_FAULT_SYNC);
 	fd = openat(o->dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) < 0)
-		err = si_error(o->h, errno, "%s/%s: fsync: %s", o->dir, name,
+		err = si_error(o->h, errno, "%s/%s: fsync: %s", o->name, name,
 			       strerror(errno));
 	if (fd >= 0)
 		close(fd);
@@ -265,7 +266,7 @@ static int write_durable(struct oci *o, const char *name, const char *buf,
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%.*s.shiftimg-XXXXXX", o->dir,
 			     slash ? (int)(slash - name + 1) : 0, name) >= sizeof(tmp))
-		return si_error(o->h, ENAMETOOLONG, "%s: name too long", o->dir);
+		return si_error(o->h, ENAMETOOLONG, "%s: name too long", o->name);
 	si_fault(SI_FAULT_WRITE);
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
@@ -330,10 +331,10 @@ static int parse_desc(struct oci *o, const char *b, struct si_json_span obj,
 	    si_json_str(b, d->digest_v, d->digest, sizeof(d->digest)) < 0 ||
 	    si_json_member(b, obj, "size", &d->size_v, NULL) <= 0)
 		return si_error(o->h, EINVAL, "%s: a descriptor in %s without a digest and a size",
-				o->dir, what);
+				o->name, what);
 	if (!valid_digest(d->digest))
 		return si_error(o->h, ENOTSUP, "%s: %s names %s: only sha256 digests are supported",
-				o->dir, what, d->digest);
+				o->name, what, d->digest);
 	if (si_json_member(b, obj, "mediaType", &v, NULL) > 0)
 		si_json_str(b, v, d->media, sizeof(d->media));
 	if (si_json_member(b, obj, "annotations", &ann, NULL) > 0 &&
@@ -427,7 +428,7 @@ static int drop_byte_annotations(struct oci *o, const char *b,
 		return 0;
 	if (all > 64)
 		return si_error(o->h, ENOTSUP, "%s: a layer with more than 64 annotations",
-				o->dir);
+				o->name);
 	o->annotations += (unsigned int)drop;
 	if (drop == all) {
 		bool *whole = calloc(at + 1, sizeof(*whole));
@@ -479,7 +480,7 @@ static void report(struct oci *o, const char *what, const char *old,
 {
 	char path[PATH_MAX + 128], to[SI_DIGEST_LEN + 8];
 
-	snprintf(path, sizeof(path), "%s: %s %s", o->dir, what, old);
+	snprintf(path, sizeof(path), "%s: %s %s", o->name, what, old);
 	snprintf(to, sizeof(to), "-> %s", new);
 	si_list(o->h, path, to);
 }
@@ -505,12 +506,12 @@ static int config_diff_ids(struct oci *o, const struct image *im, char *c,
 	    si_json_member(c, rootfs, "diff_ids", ids, NULL) <= 0 ||
 	    !si_json_is(c, *ids, '['))
 		return si_error(o->h, EINVAL, "%s: %s: config %s has no rootfs.diff_ids",
-				o->dir, im->name, im->config.digest);
+				o->name, im->name, im->config.digest);
 	while (si_json_elem(c, *ids, &iter, &el) > 0)
 		nr++;
 	if (nr != im->nr_layers)
 		return si_error(o->h, EINVAL, "%s: %s: config %s lists %zu diff_ids for %zu layers",
-				o->dir, im->name, im->config.digest, nr, im->nr_layers);
+				o->name, im->name, im->config.digest, nr, im->nr_layers);
 	return 0;
 }
 
@@ -531,14 +532,14 @@ static int check_layers(struct oci *o, struct image *im)
 		blob_name(d.digest, name, sizeof(name));
 		if (d.urls)
 			err = si_error(o->h, ENOTSUP, "%s: %s: layer %s is non-distributable (urls): its bytes are not in the layout; refusing before writing anything",
-				       o->dir, im->name, d.digest);
+				       o->name, im->name, d.digest);
 		else if (!strstr(d.media, ".tar"))
 			err = si_error(o->h, ENOTSUP, "%s: %s: layer %s has media type '%s', not a tar layer",
-				       o->dir, im->name, d.digest, d.media);
+				       o->name, im->name, d.digest, d.media);
 		else if (fstatat(o->dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 			 !S_ISREG(st.st_mode))
 			err = si_error(o->h, ENOENT, "%s: %s: layer %s is missing from the layout (%s); refusing before writing anything",
-				       o->dir, im->name, d.digest, name);
+				       o->name, im->name, d.digest, name);
 		else
 			err = add_layer(o, d.digest);
 	}
@@ -597,10 +598,10 @@ static int load_image(struct oci *o, const struct desc *d, struct image *im)
 	if (si_json_doc(im->b, im->n, &im->doc) < 0 ||
 	    !si_json_is(im->b, im->doc, '{'))
 		return si_error(o->h, EINVAL, "%s: manifest %s is not a JSON object",
-				o->dir, d->digest);
+				o->name, d->digest);
 	if (si_json_member(im->b, im->doc, "config", &v, NULL) <= 0)
 		return si_error(o->h, EINVAL, "%s: manifest %s has no config",
-				o->dir, d->digest);
+				o->name, d->digest);
 	err = parse_desc(o, im->b, v, &im->config, im->name);
 	/* No layers (umoci new makes such an image): nothing to walk. */
 	if (!err && si_json_member(im->b, im->doc, "layers", &im->layers, NULL) <= 0)
@@ -630,7 +631,7 @@ static int judge(struct oci *o, const struct image *im)
 	if (si_json_member(im->b, im->doc, "annotations", &ann, NULL) > 0 &&
 	    si_json_member(im->b, ann, MAP_KEY, &v, NULL) > 0)
 		si_json_str(im->b, v, old, sizeof(old));
-	snprintf(who, sizeof(who), "%s: image %s", o->dir, im->name);
+	snprintf(who, sizeof(who), "%s: image %s", o->name, im->name);
 	return si_stamp_judge(o->h, who, old, o->from, o->to);
 }
 
@@ -664,7 +665,7 @@ static int rewrite_manifest(struct oci *o, struct image *im, char *digest,
 	    si_json_set_annotation(im->b, im->doc, MAP_KEY,
 				   o->to[0] ? o->to : NULL, &ed) < 0)
 		err = si_error(o->h, EINVAL, "%s: manifest of %s: bad annotations",
-			       o->dir, im->name);
+			       o->name, im->name);
 	if (!err && si_json_splice(im->b, im->n, &ed, &out, &outn) < 0)
 		err = si_error(o->h, ENOMEM, "out of memory");
 	if (!err)
@@ -825,7 +826,7 @@ static int walk_index(struct oci *o, const char *b, size_t n, bool top,
 
 	*changed = false;
 	if (si_json_doc(b, n, &doc) < 0 || !si_json_is(b, doc, '{'))
-		return si_error(o->h, EINVAL, "%s: %s is not a JSON object", o->dir,
+		return si_error(o->h, EINVAL, "%s: %s is not a JSON object", o->name,
 				top ? "index.json" : "an index");
 	if (si_json_member(b, doc, "manifests", &m, NULL) <= 0)
 		return 0;
@@ -974,7 +975,7 @@ static int finish_gc(struct oci *o)
 		blob_name(line, name, sizeof(name));
 		si_fault(SI_FAULT_WRITE);
 		if (unlinkat(o->dfd, name, 0) < 0 && errno != ENOENT)
-			err = si_error(o->h, errno, "%s/%s: %s", o->dir, name,
+			err = si_error(o->h, errno, "%s/%s: %s", o->name, name,
 				       strerror(errno));
 	}
 	if (!err) {
@@ -1033,7 +1034,7 @@ static void set_notice(struct oci *o, const char *old_index, const char *new_ind
 
 	len = (size_t)snprintf(h->notice, sizeof(h->notice),
 			       "%.300s: %s %u image%s (%zu layer%s), index.json %.19s... -> %.19s...",
-			       o->dir, h->flags & SHIFTIMG_DRY_RUN ? "would shift" : "shifted",
+			       o->name, h->flags & SHIFTIMG_DRY_RUN ? "would shift" : "shifted",
 			       o->images, o->images == 1 ? "" : "s", o->nr_layers,
 			       o->nr_layers == 1 ? "" : "s", old_index, new_index);
 	if (o->done && len < sizeof(h->notice))
@@ -1083,10 +1084,10 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 	if (!o->images) {
 		if (o->ref && !o->done)
 			return si_error(h, ENOENT, "%s: no image named '%s' (%s)",
-					o->dir, o->ref, REF_KEY);
+					o->name, o->ref, REF_KEY);
 		if (!o->done)
 			snprintf(h->notice, sizeof(h->notice),
-				 "%.900s: no image in the layout; nothing done", o->dir);
+				 "%.900s: no image in the layout; nothing done", o->name);
 		return 0;
 	}
 	for (i = 0; !err && i < o->nr_layers; i++)
@@ -1116,25 +1117,27 @@ static int open_layout(struct oci *o, const char *target)
 		snprintf(o->dir, sizeof(o->dir), "%s", target);
 	else
 		split_ref(target, o->dir, sizeof(o->dir), &o->ref);
-	if (si_option(o->h, "output"))
+	if (si_option(o->h, "output") && !o->name)
 		return si_error(o->h, EINVAL, "%s: -o does not apply to an OCI image layout: it is shifted in place",
 				target);
+	if (!o->name)
+		o->name = o->dir;
 	o->dfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (o->dfd < 0)
-		return si_error(o->h, errno, "%s: %s", o->dir, strerror(errno));
+		return si_error(o->h, errno, "%s: %s", o->name, strerror(errno));
 	/* Two runs on one layout would remove each other's files. */
 	if (flock(o->dfd, LOCK_EX | LOCK_NB) < 0)
 		return si_error(o->h, EBUSY, "%s: another shiftimg is working on this layout",
-				o->dir);
+				o->name);
 	return 0;
 }
 
 /* Not a backend: what shiftimg_backend() names after a layout's run. */
 static const struct si_backend oci_backend = { .name = "oci" };
 
-int si_oci_run(struct shiftimg *h, const char *target)
+int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
 {
-	struct oci o = { .h = h, .target = target, .dfd = -1 };
+	struct oci o = { .h = h, .target = target, .name = name, .dfd = -1 };
 	char *idx = NULL;
 	size_t n;
 	int err;
@@ -1162,4 +1165,9 @@ int si_oci_run(struct shiftimg *h, const char *target)
 	if (o.dfd >= 0)
 		close(o.dfd);
 	return err;
+}
+
+int si_oci_run(struct shiftimg *h, const char *target)
+{
+	return si_oci_run_as(h, target, NULL);
 }

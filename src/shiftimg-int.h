@@ -143,5 +143,11 @@ int si_store_run(struct shiftimg *h, const char *target);
 /* OCI image layouts (src/oci.c): the layout, or DIR:REF for one tag. */
 bool si_oci_probe(const char *path);
 int si_oci_run(struct shiftimg *h, const char *target);
+/* The same on a layout unpacked from an archive, called name in messages. */
+int si_oci_run_as(struct shiftimg *h, const char *dir, const char *name);
+
+/* OCI archives (src/ociarchive.c): a layout as a tar, shifted through one. */
+bool si_oci_archive_probe(const char *path);
+int si_oci_archive_run(struct shiftimg *h, const char *target);
 
 #endif /* SHIFTIMG_INT_H */
