@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -74,6 +75,7 @@ struct oci {
 	struct digests changing;	/* manifests and indexes the run changes */
 	struct digests gone;		/* old blobs the new index may not need */
 	struct digests refs;		/* what an index reaches (gc) */
+	struct digests made;		/* layer blobs this run added */
 	unsigned int images, done, annotations;
 	char left_out[512];		/* signatures and referrers left out */
 };
@@ -887,6 +889,11 @@ static int shift_layer(struct oci *o, struct layer *l)
 	if (flags & SHIFTIMG_DRY_RUN)
 		goto out_unlink;
 	blob_name(l->new, name, sizeof(name));
+	if (faccessat(o->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+	    digests_add(&o->made, l->new) < 0) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_unlink;
+	}
 	si_fault(SI_FAULT_WRITE);
 	if (renameat(AT_FDCWD, out, o->dfd, name) < 0) {
 		err = si_error(h, errno, "%s: rename to %s: %s", out, name,
@@ -1069,6 +1076,22 @@ static int commit(struct oci *o, const char *idx, size_t n)
 	return err;
 }
 
+/*
+ * A run refused on a later layer (an unmapped id) takes back the layer
+ * blobs it added: nothing refers to them.  Its config and manifest
+ * blobs are only written once every layer is through.
+ */
+static void drop_made(struct oci *o)
+{
+	char name[128];
+	size_t i;
+
+	for (i = 0; i < o->made.nr; i++) {
+		blob_name(o->made.d[i], name, sizeof(name));
+		unlinkat(o->dfd, name, 0);
+	}
+}
+
 static int shift_all(struct oci *o, char *idx, size_t n)
 {
 	struct shiftimg *h = o->h;
@@ -1101,6 +1124,8 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 		err = sha256(h, out, outn, new_d);
 	if (!err && !(h->flags & SHIFTIMG_DRY_RUN))
 		err = commit(o, out, outn);
+	else if (err)
+		drop_made(o);
 	if (!err) {
 		/* The run's digest is the new index's; a layer's diff_id is not the image's. */
 		snprintf(h->digest_output, sizeof(h->digest_output), "%s", new_d);
@@ -1138,10 +1163,12 @@ static const struct si_backend oci_backend = { .name = "oci" };
 int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
 {
 	struct oci o = { .h = h, .target = target, .name = name, .dfd = -1 };
+	struct timespec t0, t1;
 	char *idx = NULL;
 	size_t n;
 	int err;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	err = open_layout(&o, target);
 	if (!err && si_stamp_texts(h, &o.from, &o.to) < 0)
 		err = si_error(h, ENOMEM, "out of memory");
@@ -1155,6 +1182,10 @@ int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
 	if (!err)
 		err = shift_all(&o, idx, n);
 	h->backend = &oci_backend;
+	/* Each layer's run set its own time: the whole's is the image's. */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	h->tally.st.seconds = (double)(t1.tv_sec - t0.tv_sec) +
+			      (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	free(idx);
 	free(o.from);
 	free(o.to);
@@ -1162,6 +1193,7 @@ int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
 	free(o.changing.d);
 	free(o.gone.d);
 	free(o.refs.d);
+	free(o.made.d);
 	if (o.dfd >= 0)
 		close(o.dfd);
 	return err;
