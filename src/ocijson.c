@@ -333,7 +333,8 @@ int si_json_splice(const char *b, size_t n, struct si_json_edits *l,
 	size_t i, size = n + 1, p = 0, o = 0;
 	char *buf;
 
-	qsort(l->e, l->nr, sizeof(*l->e), edit_cmp);
+	if (l->nr)
+		qsort(l->e, l->nr, sizeof(*l->e), edit_cmp);
 	for (i = 0; i < l->nr; i++)
 		size += strlen(l->e[i].text);
 	buf = malloc(size);

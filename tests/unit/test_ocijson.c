@@ -100,6 +100,11 @@ static void test_splices_keep_other_bytes(void **state)
 	assert_non_null(strstr(out, "\"digest\":\"sha256:bb\",\"size\":4567}"));
 	assert_int_equal(strlen(out), strlen(manifest) + 1);
 	free(out);
+
+	/* Nothing to change: the same bytes. */
+	out = splice(manifest, &l);
+	assert_string_equal(out, manifest);
+	free(out);
 }
 
 static char *cut(const bool *drop)
