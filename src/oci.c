@@ -67,6 +67,7 @@ struct oci {
 	char dir[PATH_MAX];
 	const char *name;		/* the layout in messages */
 	const char *ref;		/* DIR:REF, or NULL */
+	struct si_oci_renamed *renamed;	/* for an archive's other records */
 	int dfd;			/* the layout */
 	bool write;			/* the second walk: write what changes */
 	char *from, *to;		/* the stamps the run goes between */
@@ -485,6 +486,18 @@ static void report(struct oci *o, const char *what, const char *old,
 	snprintf(path, sizeof(path), "%s: %s %s", o->name, what, old);
 	snprintf(to, sizeof(to), "-> %s", new);
 	si_list(o->h, path, to);
+	if (o->renamed && !(o->h->flags & SHIFTIMG_DRY_RUN)) {
+		struct si_oci_renamed *r = o->renamed;
+		void *p = realloc(r->pair, (r->nr + 1) * sizeof(*r->pair));
+
+		if (!p) {
+			r->failed = true;
+			return;
+		}
+		r->pair = p;
+		snprintf(r->pair[r->nr][0], SI_DIGEST_LEN, "%s", old);
+		snprintf(r->pair[r->nr++][1], SI_DIGEST_LEN, "%s", new);
+	}
 }
 
 struct image {
@@ -1160,9 +1173,11 @@ static int open_layout(struct oci *o, const char *target)
 /* Not a backend: what shiftimg_backend() names after a layout's run. */
 static const struct si_backend oci_backend = { .name = "oci" };
 
-int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
+int si_oci_run_as(struct shiftimg *h, const char *target, const char *name,
+		  struct si_oci_renamed *renamed)
 {
-	struct oci o = { .h = h, .target = target, .name = name, .dfd = -1 };
+	struct oci o = { .h = h, .target = target, .name = name,
+			 .renamed = renamed, .dfd = -1 };
 	struct timespec t0, t1;
 	char *idx = NULL;
 	size_t n;
@@ -1201,5 +1216,5 @@ int si_oci_run_as(struct shiftimg *h, const char *target, const char *name)
 
 int si_oci_run(struct shiftimg *h, const char *target)
 {
-	return si_oci_run_as(h, target, NULL);
+	return si_oci_run_as(h, target, NULL, NULL);
 }

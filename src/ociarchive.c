@@ -10,6 +10,10 @@
  * The archive is recognised from its first entry (a layout's file or
  * blobs/) and its being a plain tar: a layer tarball is never taken
  * for one, and probing it reads one header.
+ *
+ * The OCI form of a `docker save` archive is such a layout with a
+ * manifest.json and a repositories file beside it, which name blobs by
+ * their digests: those names are replaced with the new ones.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "ocijson.h"
 #include "shiftimg-int.h"
 #include "tarlibs.h"
 
@@ -35,6 +40,7 @@ static const char *layout_name(const char *p)
 	while (p[0] == '.' && p[1] == '/')
 		p += 2;
 	if (!strcmp(p, "oci-layout") || !strcmp(p, "index.json") ||
+	    !strcmp(p, "manifest.json") || !strcmp(p, "repositories") ||
 	    !strcmp(p, "blobs") || !strcmp(p, "blobs/") || !strcmp(p, "blobs/sha256") ||
 	    !strcmp(p, "blobs/sha256/") ||
 	    (!strncmp(p, "blobs/sha256/", 13) && strlen(p) == 13 + 64 &&
@@ -250,10 +256,102 @@ static int add_blobs(struct shiftimg *h, struct archive *a, const char *dir,
 	return err;
 }
 
+static bool docker_file(const char *dir, const char *name)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/* Every string of a JSON value that holds a replaced digest's hex. */
+static int renamed_in(const char *b, struct si_json_span v,
+		      const struct si_oci_renamed *r, struct si_json_edits *ed)
+{
+	struct si_json_span k, x;
+	size_t iter = 0, i;
+	int err = 0;
+
+	if (si_json_is(b, v, '{')) {
+		while (!err && si_json_next_member(b, v, &iter, &k, &x) > 0)
+			err = renamed_in(b, x, r, ed);
+		return err;
+	}
+	if (si_json_is(b, v, '[')) {
+		while (!err && si_json_elem(b, v, &iter, &x) > 0)
+			err = renamed_in(b, x, r, ed);
+		return err;
+	}
+	if (!si_json_is(b, v, '"') || v.len < 66)
+		return 0;
+	for (i = 0; i < r->nr; i++) {
+		const char *old = r->pair[i][0] + 7, *hit;
+		char *text;
+
+		hit = memmem(b + v.off, v.len, old, 64);
+		if (!hit)
+			continue;
+		text = strndup(b + v.off, v.len);
+		if (!text)
+			return -1;
+		memcpy(text + (hit - (b + v.off)), r->pair[i][1] + 7, 64);
+		err = si_json_edit_add(ed, v.off, v.len, text);
+		free(text);
+		return err;
+	}
+	return 0;
+}
+
+/* manifest.json and repositories of a docker archive: the new names. */
+static int rename_in_file(struct shiftimg *h, const char *dir, const char *name,
+			  const struct si_oci_renamed *r)
+{
+	struct si_json_edits ed = { 0 };
+	struct si_json_span doc;
+	char p[PATH_MAX + 32], *b = NULL, *out = NULL;
+	size_t outn;
+	struct stat st;
+	int fd, err = 0;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) < 0 || st.st_size > (16 << 20) ||
+	    !(b = malloc((size_t)st.st_size + 1)) ||
+	    read(fd, b, (size_t)st.st_size) != st.st_size) {
+		err = si_error(h, EIO, "%s: cannot read it", name);
+		goto out_free;
+	}
+	close(fd);
+	fd = -1;
+	if (si_json_doc(b, (size_t)st.st_size, &doc) < 0) {
+		err = si_error(h, EINVAL, "%s: not JSON", name);
+		goto out_free;
+	}
+	if (renamed_in(b, doc, r, &ed) < 0 ||
+	    si_json_splice(b, (size_t)st.st_size, &ed, &out, &outn) < 0) {
+		err = si_error(h, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0 || write(fd, out, outn) != (ssize_t)outn)
+		err = si_error(h, errno ? errno : EIO, "%s: %s", p, strerror(errno));
+out_free:
+	if (fd >= 0)
+		close(fd);
+	si_json_edits_free(&ed);
+	free(out);
+	free(b);
+	return err;
+}
+
 static int pack_into(struct shiftimg *h, const char *dir, int fd)
 {
 	static const char *const first[] = { "blobs", "blobs/sha256" };
-	static const char *const last[] = { "index.json", "oci-layout" };
+	static const char *const last[] = {
+		"index.json", "manifest.json", "oci-layout", "repositories",
+	};
 	struct archive *a = archive_write_new();
 	char *buf = malloc(COPY_BUF);
 	int err = 0;
@@ -272,8 +370,9 @@ static int pack_into(struct shiftimg *h, const char *dir, int fd)
 		err = add_file(h, a, dir, first[i], buf);
 	if (!err)
 		err = add_blobs(h, a, dir, buf);
-	for (i = 0; !err && i < 2; i++)
-		err = add_file(h, a, dir, last[i], buf);
+	for (i = 0; !err && i < 4; i++)
+		if (i % 2 == 0 || docker_file(dir, last[i]))
+			err = add_file(h, a, dir, last[i], buf);
 	if (!err && archive_write_close(a) != ARCHIVE_OK)
 		err = si_error(h, EIO, "%s", archive_error_string(a));
 out_free:
@@ -314,6 +413,7 @@ int si_oci_archive_run(struct shiftimg *h, const char *target)
 	const char *o = si_option(h, "output");
 	char dir[PATH_MAX], *out = strdup(o ? o : target);
 	const char *why = si_tarlib_load(SI_LIBARCHIVE);
+	struct si_oci_renamed renamed = { 0 };
 	int err = 0;
 
 	if (!out)
@@ -331,11 +431,18 @@ int si_oci_archive_run(struct shiftimg *h, const char *target)
 	/* The layout's layers take -o for themselves. */
 	si_option_unset(h, "output");
 	if (!err)
-		err = si_oci_run_as(h, dir, target);
+		err = si_oci_run_as(h, dir, target, &renamed);
+	if (!err && renamed.failed)
+		err = si_error(h, ENOMEM, "out of memory");
+	if (!err && renamed.nr)
+		err = rename_in_file(h, dir, "manifest.json", &renamed);
+	if (!err && renamed.nr)
+		err = rename_in_file(h, dir, "repositories", &renamed);
 	/* Nothing changed in place: the archive stays as it was. */
 	if (!err && !(h->flags & SHIFTIMG_DRY_RUN) && (o || h->digest_output[0]))
 		err = pack(h, dir, out);
 	remove_dir(dir);
+	free(renamed.pair);
 	if (o && shiftimg_set_option(h, "output", out) < 0 && !err)
 		err = -ENOMEM;
 out_free:

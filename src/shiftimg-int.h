@@ -143,8 +143,18 @@ int si_store_run(struct shiftimg *h, const char *target);
 /* OCI image layouts (src/oci.c): the layout, or DIR:REF for one tag. */
 bool si_oci_probe(const char *path);
 int si_oci_run(struct shiftimg *h, const char *target);
-/* The same on a layout unpacked from an archive, called name in messages. */
-int si_oci_run_as(struct shiftimg *h, const char *dir, const char *name);
+/* The old and new digest of each blob a layout's run replaced. */
+struct si_oci_renamed {
+	char (*pair)[2][SI_DIGEST_LEN];
+	size_t nr;
+	bool failed;			/* out of memory: the list is short */
+};
+/*
+ * The same on a layout unpacked from an archive, called name in
+ * messages; renamed (may be NULL) gets what it replaced.
+ */
+int si_oci_run_as(struct shiftimg *h, const char *dir, const char *name,
+		  struct si_oci_renamed *renamed);
 
 /* OCI archives (src/ociarchive.c): a layout as a tar, shifted through one. */
 bool si_oci_archive_probe(const char *path);
