@@ -49,7 +49,27 @@ static const char *layout_name(const char *p)
 	return NULL;
 }
 
-bool si_oci_archive_probe(const char *path)
+/*
+ * The classic `docker save` form: <id>/layer.tar, <id>.json,
+ * <digest>.tar (skopeo), manifest.json and repositories at the top.
+ */
+static bool classic_docker_name(const char *p)
+{
+	size_t i;
+
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	if (!strcmp(p, "manifest.json") || !strcmp(p, "repositories"))
+		return true;
+	for (i = 0; i < 64; i++)
+		if (!p[i] || !strchr("0123456789abcdef", p[i]))
+			return false;
+	return !p[64] || p[64] == '/' || !strcmp(p + 64, ".tar") ||
+	       !strcmp(p + 64, ".json");
+}
+
+/* The first header's name, if the file is a plain (ustar) tar. */
+static bool first_name(const char *path, char name[100])
 {
 	char block[512];
 	struct stat st;
@@ -62,11 +82,21 @@ bool si_oci_archive_probe(const char *path)
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    read(fd, block, sizeof(block)) == (ssize_t)sizeof(block) &&
 	    !memcmp(block + 257, "ustar", 5)) {
-		block[99] = '\0';
-		yes = layout_name(block) != NULL;
+		memcpy(name, block, 99);
+		name[99] = '\0';
+		yes = true;
 	}
 	close(fd);
 	return yes;
+}
+
+bool si_oci_archive_probe(const char *path)
+{
+	char name[100];
+
+	/* A classic docker archive too: shifted as a tarball, it would come out wrong. */
+	return first_name(path, name) &&
+	       (layout_name(name) || classic_docker_name(name));
 }
 
 /* Makes the temporary directory beside the output. */
@@ -420,6 +450,9 @@ int si_oci_archive_run(struct shiftimg *h, const char *target)
 		return si_error(h, ENOMEM, "out of memory");
 	if (why)
 		err = si_error(h, ENOTSUP, "%s: %s", target, why);
+	if (!err && first_name(target, dir) && !layout_name(dir))
+		err = si_error(h, ENOTSUP, "%s: a docker save archive of the classic form (<id>/layer.tar): not supported yet; copy it into an OCI layout (skopeo copy docker-archive:%s oci:DIR:TAG) and shift that",
+			       target, target);
 	if (!err && !strcmp(out, "-"))
 		err = si_error(h, EINVAL, "%s: an OCI archive is written to a file, not to standard output",
 			       target);
