@@ -48,6 +48,7 @@ enum shiftimg_unmapped {
 #define SHIFTIMG_STAMP		(1ull << 6)	/* record a finished shift in the target */
 #define SHIFTIMG_DIGEST		(1ull << 7)	/* tar: sha256 of the output, diff_id */
 #define SHIFTIMG_SYNC		(1ull << 8)	/* tree: return once the shift is on disk */
+#define SHIFTIMG_KEEP_BLOBS	(1ull << 9)	/* OCI layout: keep blobs no longer used */
 
 /* The overflow id the kernel shows for unmapped ids. */
 #define SHIFTIMG_OVERFLOW_ID	65534u

@@ -32,7 +32,7 @@ static void usage(FILE *out)
 "       [--unmapped=fail|keep|overflow] [--cross-mounts] [-o output]\n"
 "       [--offset bytes] [--names=clear|keep] [--level n] [--journal file]\n"
 "       [--force] [--allow-privileged] [-j threads] [--json]\n"
-"       [--stamp|--no-stamp] [--sync] target ...\n"
+"       [--stamp|--no-stamp] [--sync] [--keep-blobs] target ...\n"
 "       %s --status | --rollback [--journal file] target ...\n",
 		progname, progname);
 }
@@ -59,6 +59,9 @@ struct cli {
 	bool tty;
 	FILE *out;	/* reports: stdout, or stderr when "-" is a target */
 	double last, start;
+	/* With --json, what the list callback reported, for the target's object. */
+	char **listed;
+	size_t nr_listed;
 };
 
 static double now(void)
@@ -69,11 +72,52 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void json_string(FILE *out, const char *s);
+
 static void list_cb(void *arg, const char *path, const char *what)
 {
 	struct cli *c = arg;
+	char **l, *s;
 
-	fprintf(c->out, "%s: %s\n", path, what);
+	if (!c->json) {
+		fprintf(c->out, "%s: %s\n", path, what);
+		return;
+	}
+	/* Lines would break the JSON document: kept for json_target(). */
+	l = realloc(c->listed, (c->nr_listed + 2) * sizeof(*l));
+	if (!l)
+		die(EXIT_FAILED, "out of memory");
+	c->listed = l;
+	s = strdup(path);
+	l[c->nr_listed++] = s;
+	l[c->nr_listed++] = strdup(what);
+	if (!s || !l[c->nr_listed - 1])
+		die(EXIT_FAILED, "out of memory");
+}
+
+/* The list of a target, and the notice: per image digests of a layout. */
+static void json_listed(struct cli *c)
+{
+	size_t i;
+
+	if (*shiftimg_notice(c->h)) {
+		fprintf(c->out, ",\n   \"notice\": ");
+		json_string(c->out, shiftimg_notice(c->h));
+	}
+	if (!c->nr_listed)
+		return;
+	fprintf(c->out, ",\n   \"listed\": [");
+	for (i = 0; i < c->nr_listed; i += 2) {
+		fprintf(c->out, "%s\n    {\"path\": ", i ? "," : "");
+		json_string(c->out, c->listed[i]);
+		fprintf(c->out, ", \"what\": ");
+		json_string(c->out, c->listed[i + 1]);
+		fprintf(c->out, "}");
+		free(c->listed[i]);
+		free(c->listed[i + 1]);
+	}
+	fprintf(c->out, "]");
+	c->nr_listed = 0;
 }
 
 /* A progress line on a terminal, five times a second at most. */
@@ -193,6 +237,7 @@ static void json_target(struct cli *c, const char *target, int err, bool first)
 	}
 	fprintf(c->out, "]");
 	json_digests(c);
+	json_listed(c);
 	fprintf(c->out, "}");
 }
 
@@ -246,7 +291,7 @@ enum {
 	OPT_STAMP, OPT_NO_STAMP, OPT_SYNC, OPT_FROM_MAP, OPT_FROM_UID_MAP,
 	OPT_FROM_GID_MAP, OPT_FROM_UID_MAP_FILE, OPT_FROM_GID_MAP_FILE,
 	OPT_FROM_SUBID, OPT_FROM_SUBUID_FILE, OPT_FROM_SUBGID_FILE,
-	OPT_FROM_SUBID_RANGE,
+	OPT_FROM_SUBID_RANGE, OPT_KEEP_BLOBS,
 };
 
 static const struct option longopts[] = {
@@ -279,6 +324,7 @@ static const struct option longopts[] = {
 	{ "rollback", no_argument, NULL, OPT_ROLLBACK },
 	{ "stamp", no_argument, NULL, OPT_STAMP },
 	{ "no-stamp", no_argument, NULL, OPT_NO_STAMP },
+	{ "keep-blobs", no_argument, NULL, OPT_KEEP_BLOBS },
 	{ "sync", no_argument, NULL, OPT_SYNC },
 	{ "allow-privileged", no_argument, NULL, OPT_ALLOW_PRIV },
 	{ "threads", required_argument, NULL, 'j' },
@@ -417,6 +463,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
 		case OPT_STAMP:
 			c->flags |= SHIFTIMG_STAMP;
 			break;
+		case OPT_KEEP_BLOBS:
+			c->flags |= SHIFTIMG_KEEP_BLOBS;
+			break;
 		case OPT_NO_STAMP:
 			c->flags &= ~SHIFTIMG_STAMP;
 			break;
@@ -524,6 +573,7 @@ int main(int argc, char **argv)
 	}
 	if (c.json)
 		fprintf(c.out, "\n]}\n");
+	free(c.listed);
 	shiftimg_free(c.h);
 	return code;
 }

@@ -373,6 +373,20 @@ const char *si_option(const struct shiftimg *h, const char *key)
 	return NULL;
 }
 
+void si_option_unset(struct shiftimg *h, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < h->nr_opts; i++) {
+		if (strcmp(h->opts[i].key, key))
+			continue;
+		free(h->opts[i].key);
+		free(h->opts[i].value);
+		h->opts[i] = h->opts[--h->nr_opts];
+		return;
+	}
+}
+
 void si_list(struct shiftimg *h, const char *path, const char *what)
 {
 	if (!h->list_fn)
@@ -739,7 +753,11 @@ int shiftimg_run(struct shiftimg *h, const char *target)
 	h->digest_output[0] = h->digest_diff_id[0] = '\0';
 	if (!h->have[0] && !h->have[1])
 		return si_error(h, EINVAL, "no map given");
-	/* A whole that holds a target: its records change with it. */
+	/* A whole that holds targets: its records change with them. */
+	if (si_oci_probe(target))
+		return si_oci_run(h, target);
+	if (si_oci_archive_probe(target))
+		return si_oci_archive_run(h, target);
 	if (si_lxc_probe(target))
 		return si_lxc_run(h, target);
 	if (si_store_probe(target))

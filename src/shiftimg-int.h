@@ -102,6 +102,8 @@ int si_stamp_judge(struct shiftimg *h, const char *target, const char *old,
 
 /* The value of an option, or NULL. */
 const char *si_option(const struct shiftimg *h, const char *key);
+/* Forgets an option (a whole sets one for each of its parts). */
+void si_option_unset(struct shiftimg *h, const char *key);
 
 /* Reports a changed object to the list callback (thread-safe). */
 void si_list(struct shiftimg *h, const char *path, const char *what);
@@ -137,5 +139,25 @@ int si_lxc_rollback(struct shiftimg *h, const char *target);
 /* containers/storage stores (src/store.c). */
 bool si_store_probe(const char *path);
 int si_store_run(struct shiftimg *h, const char *target);
+
+/* OCI image layouts (src/oci.c): the layout, or DIR:REF for one tag. */
+bool si_oci_probe(const char *path);
+int si_oci_run(struct shiftimg *h, const char *target);
+/* The old and new digest of each blob a layout's run replaced. */
+struct si_oci_renamed {
+	char (*pair)[2][SI_DIGEST_LEN];
+	size_t nr;
+	bool failed;			/* out of memory: the list is short */
+};
+/*
+ * The same on a layout unpacked from an archive, called name in
+ * messages; renamed (may be NULL) gets what it replaced.
+ */
+int si_oci_run_as(struct shiftimg *h, const char *dir, const char *name,
+		  struct si_oci_renamed *renamed);
+
+/* OCI archives (src/ociarchive.c): a layout as a tar, shifted through one. */
+bool si_oci_archive_probe(const char *path);
+int si_oci_archive_run(struct shiftimg *h, const char *target);
 
 #endif /* SHIFTIMG_INT_H */

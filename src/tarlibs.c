@@ -56,7 +56,15 @@
 	  (struct archive *a, struct archive_entry *e), (a, e)) \
 	F(SI_LIBARCHIVE, archive_write_data, la_ssize_t, \
 	  (struct archive *a, const void *p, size_t n), (a, p, n)) \
-	F(SI_LIBARCHIVE, archive_entry_new, struct archive_entry *, (void), ())
+	F(SI_LIBARCHIVE, archive_entry_new, struct archive_entry *, (void), ()) \
+	F(SI_LIBARCHIVE, archive_read_support_format_tar, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_read_open_fd, int, \
+	  (struct archive *a, int fd, size_t bs), (a, fd, bs)) \
+	F(SI_LIBARCHIVE, archive_read_data_into_fd, int, (struct archive *a, int fd), (a, fd)) \
+	F(SI_LIBARCHIVE, archive_entry_pathname, const char *, (struct archive_entry *e), (e)) \
+	F(SI_LIBARCHIVE, archive_entry_filetype, __LA_MODE_T, (struct archive_entry *e), (e)) \
+	F(SI_LIBARCHIVE, archive_write_set_format_pax_restricted, int, (struct archive *a), (a)) \
+	F(SI_LIBARCHIVE, archive_write_open_fd, int, (struct archive *a, int fd), (a, fd))
 
 #define CRYPTO_FNS(F) \
 	F(SI_LIBCRYPTO, EVP_MD_CTX_new, EVP_MD_CTX *, (void), ()) \
@@ -73,7 +81,13 @@
 	F(SI_LIBARCHIVE, archive_entry_set_filetype, \
 	  (struct archive_entry *e, unsigned int t), (e, t)) \
 	F(SI_LIBARCHIVE, archive_entry_set_pathname, \
-	  (struct archive_entry *e, const char *p), (e, p))
+	  (struct archive_entry *e, const char *p), (e, p)) \
+	F(SI_LIBARCHIVE, archive_entry_set_size, \
+	  (struct archive_entry *e, la_int64_t n), (e, n)) \
+	F(SI_LIBARCHIVE, archive_entry_set_perm, \
+	  (struct archive_entry *e, __LA_MODE_T m), (e, m)) \
+	F(SI_LIBARCHIVE, archive_entry_set_mtime, \
+	  (struct archive_entry *e, time_t t, long ns), (e, t, ns))
 
 /* F(library, name, type): destructors, NULL a no-op as in the libraries, loaded or not. */
 #define FREE_FNS(F) \
