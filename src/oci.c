@@ -166,7 +166,7 @@ static void blob_name(const char *digest, char *name, size_t size)
 	snprintf(name, size, "blobs/sha256/%.64s", digest + 7);
 }
 
-static int sha256(struct shiftimg *h, const void *buf, size_t len, char *out)
+int si_sha256(struct shiftimg *h, const void *buf, size_t len, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[32];
@@ -236,7 +236,7 @@ static int read_blob(struct oci *o, const char *digest, char **buf, size_t *len)
 	blob_name(digest, name, sizeof(name));
 	err = read_at(o, name, buf, len);
 	if (!err)
-		err = sha256(o->h, *buf, *len, got);
+		err = si_sha256(o->h, *buf, *len, got);
 	if (!err && strcmp(got, digest)) {
 		free(*buf);
 		return si_error(o->h, EINVAL, "%s: blob %s does not match its digest (it is %s)",
@@ -302,7 +302,7 @@ out_unlink:
 static int write_blob(struct oci *o, const char *buf, size_t len, char *digest)
 {
 	char name[128];
-	int err = sha256(o->h, buf, len, digest);
+	int err = si_sha256(o->h, buf, len, digest);
 
 	if (err || (o->h->flags & SHIFTIMG_DRY_RUN))
 		return err;
@@ -1132,9 +1132,9 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 	if (!err)
 		err = walk_index(o, idx, n, true, true, &out, &outn, &changed);
 	if (!err)
-		err = sha256(h, idx, n, old_d);
+		err = si_sha256(h, idx, n, old_d);
 	if (!err)
-		err = sha256(h, out, outn, new_d);
+		err = si_sha256(h, out, outn, new_d);
 	if (!err && !(h->flags & SHIFTIMG_DRY_RUN))
 		err = commit(o, out, outn);
 	else if (err)

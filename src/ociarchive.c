@@ -32,7 +32,7 @@
 #include "shiftimg-int.h"
 #include "tarlibs.h"
 
-#define COPY_BUF	(1u << 20)
+#define COPY_BUF	SI_ARCHIVE_BUF
 
 /* A layout's name inside the archive, without "./"; NULL if it is none. */
 static const char *layout_name(const char *p)
@@ -99,8 +99,7 @@ bool si_oci_archive_probe(const char *path)
 	       (layout_name(name) || classic_docker_name(name));
 }
 
-/* Makes the temporary directory beside the output. */
-static int make_dir(struct shiftimg *h, const char *out, char *dir, size_t size)
+int si_archive_tmpdir(struct shiftimg *h, const char *out, char *dir, size_t size)
 {
 	const char *slash = strrchr(out, '/');
 
@@ -376,16 +375,32 @@ out_free:
 	return err;
 }
 
-static int pack_into(struct shiftimg *h, const char *dir, int fd)
+static int pack_into(struct shiftimg *h, struct archive *a, char *buf, void *arg)
 {
 	static const char *const first[] = { "blobs", "blobs/sha256" };
 	static const char *const last[] = {
 		"index.json", "manifest.json", "oci-layout", "repositories",
 	};
-	struct archive *a = archive_write_new();
-	char *buf = malloc(COPY_BUF);
+	const char *dir = arg;
 	int err = 0;
 	size_t i;
+
+	for (i = 0; !err && i < 2; i++)
+		err = add_file(h, a, dir, first[i], buf);
+	if (!err)
+		err = add_blobs(h, a, dir, buf);
+	for (i = 0; !err && i < 4; i++)
+		if (i % 2 == 0 || docker_file(dir, last[i]))
+			err = add_file(h, a, dir, last[i], buf);
+	return err;
+}
+
+/* A tar (pax where it must, ustar where it can) of what fill adds, into fd. */
+static int write_tar(struct shiftimg *h, int fd, si_archive_fill_fn *fill, void *arg)
+{
+	struct archive *a = archive_write_new();
+	char *buf = malloc(SI_ARCHIVE_BUF);
+	int err = 0;
 
 	if (!a || !buf) {
 		err = si_error(h, ENOMEM, "out of memory");
@@ -396,13 +411,7 @@ static int pack_into(struct shiftimg *h, const char *dir, int fd)
 		err = si_error(h, EIO, "%s", archive_error_string(a));
 		goto out_free;
 	}
-	for (i = 0; !err && i < 2; i++)
-		err = add_file(h, a, dir, first[i], buf);
-	if (!err)
-		err = add_blobs(h, a, dir, buf);
-	for (i = 0; !err && i < 4; i++)
-		if (i % 2 == 0 || docker_file(dir, last[i]))
-			err = add_file(h, a, dir, last[i], buf);
+	err = fill(h, a, buf, arg);
 	if (!err && archive_write_close(a) != ARCHIVE_OK)
 		err = si_error(h, EIO, "%s", archive_error_string(a));
 out_free:
@@ -412,8 +421,8 @@ out_free:
 	return err;
 }
 
-/* The new archive: a temporary file beside out, synced, renamed over it. */
-static int pack(struct shiftimg *h, const char *dir, const char *out)
+int si_archive_replace(struct shiftimg *h, const char *out, si_archive_fill_fn *fill,
+		       void *arg)
 {
 	char tmp[PATH_MAX + 64];
 	int fd, err;
@@ -425,7 +434,7 @@ static int pack(struct shiftimg *h, const char *dir, const char *out)
 	if (fd < 0)
 		return si_error(h, errno, "%s: %s", tmp, strerror(errno));
 	fchmod(fd, 0644);
-	err = pack_into(h, dir, fd);
+	err = write_tar(h, fd, fill, arg);
 	si_fault(SI_FAULT_SYNC);
 	if (!err && fsync(fd) < 0)
 		err = si_error(h, errno, "%s: fsync: %s", tmp, strerror(errno));
@@ -438,28 +447,17 @@ static int pack(struct shiftimg *h, const char *dir, const char *out)
 	return err;
 }
 
-int si_oci_archive_run(struct shiftimg *h, const char *target)
+/* The layout unpacked beside out, shifted, and packed again. */
+static int layout_run(struct shiftimg *h, const char *target, const char *out,
+		      bool rewrite)
 {
-	const char *o = si_option(h, "output");
-	char dir[PATH_MAX], *out = strdup(o ? o : target);
-	const char *why = si_tarlib_load(SI_LIBARCHIVE);
 	struct si_oci_renamed renamed = { 0 };
-	int err = 0;
+	char dir[PATH_MAX];
+	int err;
 
-	if (!out)
-		return si_error(h, ENOMEM, "out of memory");
-	if (why)
-		err = si_error(h, ENOTSUP, "%s: %s", target, why);
-	if (!err && first_name(target, dir) && !layout_name(dir))
-		err = si_error(h, ENOTSUP, "%s: a docker save archive of the classic form (<id>/layer.tar): not supported yet; copy it into an OCI layout (skopeo copy docker-archive:%s oci:DIR:TAG) and shift that",
-			       target, target);
-	if (!err && !strcmp(out, "-"))
-		err = si_error(h, EINVAL, "%s: an OCI archive is written to a file, not to standard output",
-			       target);
-	if (!err)
-		err = make_dir(h, out, dir, sizeof(dir));
+	err = si_archive_tmpdir(h, out, dir, sizeof(dir));
 	if (err)
-		goto out_free;
+		return err;
 	err = unpack(h, target, dir);
 	/* The layout's layers take -o for themselves. */
 	si_option_unset(h, "output");
@@ -472,13 +470,33 @@ int si_oci_archive_run(struct shiftimg *h, const char *target)
 	if (!err && renamed.nr)
 		err = rename_in_file(h, dir, "repositories", &renamed);
 	/* Nothing changed in place: the archive stays as it was. */
-	if (!err && !(h->flags & SHIFTIMG_DRY_RUN) && (o || h->digest_output[0]))
-		err = pack(h, dir, out);
+	if (!err && !(h->flags & SHIFTIMG_DRY_RUN) && (rewrite || renamed.nr))
+		err = si_archive_replace(h, out, pack_into, dir);
 	remove_dir(dir);
 	free(renamed.pair);
+	return err;
+}
+
+int si_oci_archive_run(struct shiftimg *h, const char *target)
+{
+	const char *o = si_option(h, "output");
+	const char *why = si_tarlib_load(SI_LIBARCHIVE);
+	char first[100], *out = strdup(o ? o : target);
+	int err = 0;
+
+	if (!out)
+		return si_error(h, ENOMEM, "out of memory");
+	if (why)
+		err = si_error(h, ENOTSUP, "%s: %s", target, why);
+	if (!err && !strcmp(out, "-"))
+		err = si_error(h, EINVAL, "%s: an OCI or docker archive is written to a file, not to standard output",
+			       target);
+	if (!err && first_name(target, first) && !layout_name(first))
+		err = si_docker_archive_run(h, target, out, o != NULL);
+	else if (!err)
+		err = layout_run(h, target, out, o != NULL);
 	if (o && shiftimg_set_option(h, "output", out) < 0 && !err)
 		err = -ENOMEM;
-out_free:
 	free(out);
 	return err;
 }

@@ -156,8 +156,31 @@ struct si_oci_renamed {
 int si_oci_run_as(struct shiftimg *h, const char *dir, const char *name,
 		  struct si_oci_renamed *renamed);
 
+/* "sha256:<hex>" of a buffer into out (SI_DIGEST_LEN bytes). */
+int si_sha256(struct shiftimg *h, const void *buf, size_t len, char *out);
+
 /* OCI archives (src/ociarchive.c): a layout as a tar, shifted through one. */
 bool si_oci_archive_probe(const char *path);
 int si_oci_archive_run(struct shiftimg *h, const char *target);
+/* A temporary directory beside out, for an archive unpacked. */
+int si_archive_tmpdir(struct shiftimg *h, const char *out, char *dir, size_t size);
+/*
+ * out replaced by a tar of the entries fill adds to a (buf: a scratch
+ * buffer of SI_ARCHIVE_BUF bytes): a temporary file beside it, synced
+ * and renamed over it.
+ */
+#define SI_ARCHIVE_BUF	(1u << 20)
+struct archive;
+typedef int si_archive_fill_fn(struct shiftimg *h, struct archive *a, char *buf,
+			       void *arg);
+int si_archive_replace(struct shiftimg *h, const char *out, si_archive_fill_fn *fill,
+		       void *arg);
+
+/*
+ * A docker save archive of the classic form (src/dockerarchive.c),
+ * written to out; rewrite: even if nothing in it changes.
+ */
+int si_docker_archive_run(struct shiftimg *h, const char *target, const char *out,
+			  bool rewrite);
 
 #endif /* SHIFTIMG_INT_H */

@@ -63,6 +63,9 @@
 	F(SI_LIBARCHIVE, archive_read_data_into_fd, int, (struct archive *a, int fd), (a, fd)) \
 	F(SI_LIBARCHIVE, archive_entry_pathname, const char *, (struct archive_entry *e), (e)) \
 	F(SI_LIBARCHIVE, archive_entry_filetype, __LA_MODE_T, (struct archive_entry *e), (e)) \
+	F(SI_LIBARCHIVE, archive_entry_perm, __LA_MODE_T, (struct archive_entry *e), (e)) \
+	F(SI_LIBARCHIVE, archive_entry_mtime, time_t, (struct archive_entry *e), (e)) \
+	F(SI_LIBARCHIVE, archive_entry_symlink, const char *, (struct archive_entry *e), (e)) \
 	F(SI_LIBARCHIVE, archive_write_set_format_pax_restricted, int, (struct archive *a), (a)) \
 	F(SI_LIBARCHIVE, archive_write_open_fd, int, (struct archive *a, int fd), (a, fd))
 
@@ -87,7 +90,9 @@
 	F(SI_LIBARCHIVE, archive_entry_set_perm, \
 	  (struct archive_entry *e, __LA_MODE_T m), (e, m)) \
 	F(SI_LIBARCHIVE, archive_entry_set_mtime, \
-	  (struct archive_entry *e, time_t t, long ns), (e, t, ns))
+	  (struct archive_entry *e, time_t t, long ns), (e, t, ns)) \
+	F(SI_LIBARCHIVE, archive_entry_set_symlink, \
+	  (struct archive_entry *e, const char *p), (e, p))
 
 /* F(library, name, type): destructors, NULL a no-op as in the libraries, loaded or not. */
 #define FREE_FNS(F) \
