@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Parallel gzip compression: the input is cut into blocks deflated on
- * worker threads, each primed with the 32 KiB before it, and joined in
- * order into one gzip member (CRCs joined with crc32_combine).  The
- * output depends only on the input and the level, never on the number
- * of threads.
+ * worker threads and joined in order into one gzip member (CRCs joined
+ * with crc32_combine).  The output depends only on the input and the
+ * level, never on the number of threads.
  */
 #ifndef SHIFTIMG_GZPAR_H
 #define SHIFTIMG_GZPAR_H
