@@ -9,12 +9,17 @@
 #   layers        the sum of "shiftimg -o OUT LAYER" over the image's
 #                 layers, one after another: the floor a whole-image run
 #                 is measured against
-# The image: a debootstrap --variant=minbase bookworm tree (cached in
-# /var/tmp/shiftimg-bench-tree/minbase, made if missing) as the first
-# layer, and two more layers each holding another copy of its /usr,
-# about 500 MB uncompressed in three gzip layers made by umoci.  Every
-# timed run starts from a fresh copy of the layout (copied and synced,
-# untimed).  The table has the medians of wall and CPU seconds.
+# Two images, each timed the three ways:
+#   large  a debootstrap --variant=minbase bookworm tree (cached in
+#          /var/tmp/shiftimg-bench-tree/minbase, made if missing) as the
+#          first layer, and two more layers each holding another copy of
+#          its /usr: about 500 MB uncompressed in three gzip layers made
+#          by umoci;
+#   many   the same tree's /usr cut into 32 small gzip layers (its
+#          entries dealt round-robin), about 200 MB in all, where a run's
+#          fixed costs per layer show.
+# Every timed run starts from a fresh copy of the layout (copied and
+# synced, untimed).  The tables have the medians of wall and CPU seconds.
 #
 # Usage (root): bench/oci/run.sh [BUILD_DIR]   (default: ./build)
 # Environment: RUNS (3), BENCH_DIR (/var/tmp/shiftimg-bench-oci; the
@@ -42,7 +47,7 @@ fi
 
 L=$B/image
 if [ ! -e "$L/index.json" ]; then
-	rm -rf "$B" && mkdir -p "$B"
+	rm -rf "$L" "$B/bundle" && mkdir -p "$B"
 	umoci init --layout "$L"
 	umoci new --image "$L:bench"
 	umoci unpack --image "$L:bench" "$B/bundle" >/dev/null
@@ -55,15 +60,21 @@ if [ ! -e "$L/index.json" ]; then
 	done
 	rm -rf "$B/bundle"
 fi
-layers=$(skopeo inspect --raw "oci:$L:bench" |
-	python3 -c 'import json,sys; print(" ".join(l["digest"][7:] for l in json.load(sys.stdin)["layers"]))')
-set -- $layers
-[ $# -ge 3 ] || { echo "the image has $# layers" >&2; exit 1; }
-mb=$(for l in $layers; do gzip -dc "$L/blobs/sha256/$l"; done | wc -c)
-echo "image: $# gzip layers, $((mb / 1000000)) MB uncompressed, $(du -sm "$L" | cut -f1) MB in the layout"
+M=$B/many
+if [ ! -e "$M/index.json" ]; then
+	rm -rf "$M" && mkdir -p "$B"
+	umoci init --layout "$M"
+	umoci new --image "$M:bench"
+	# Every entry under usr, dealt round-robin: 32 layers of one kind.
+	(cd "$TREE" && find usr -mindepth 1 | sort | split -n r/32 -d -a 2 - "$B/many.list.")
+	for list in "$B"/many.list.*; do
+		tar -C "$TREE" --numeric-owner --no-recursion -cf "$B/many.tar" -T "$list"
+		umoci raw add-layer --image "$M:bench" "$B/many.tar"
+	done
+	rm -f "$B/many.tar" "$B"/many.list.*
+fi
 
 W=$B/work
-fresh() { rm -rf "$W" && cp -a "$L" "$W" && sync; }
 # timed NAME CMD...: wall and CPU seconds of CMD, appended to $B/NAME.
 timed() {
 	name=$1
@@ -72,42 +83,53 @@ timed() {
 		{ cat "$B/err" >&2; exit 1; }
 	awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$B/t" >>"$B/$name"
 }
-layer_sum() {
-	for l in $layers; do
-		/usr/bin/time -f "%e %U %S" -a -o "$B/lt" \
-			"$S" --map $MAP -o "$W/out" "$W/blobs/sha256/$l" || exit 1
-		rm -f "$W/out"
-	done
-}
-
-rm -f "$B/shiftimg" "$B/umoci" "$B/layers"
-for r in $(seq "$RUNS"); do
-	fresh
-	timed shiftimg "$S" --map $MAP "$W"
-	skopeo inspect "oci:$W:bench" >/dev/null
-	fresh
-	rm -f "$B/lt"
-	layer_sum
-	awk '{ w += $1; c += $2 + $3 } END { printf "%.2f %.2f\n", w, c }' "$B/lt" >>"$B/layers"
-	fresh
-	rm -rf "$W.bundle"
-	timed umoci sh -c "$(command -v umoci) unpack --image '$W:bench' '$W.bundle' && fuidshift '$W.bundle/rootfs' b:0:100000:65536 && $(command -v umoci) repack --image '$W:bench' '$W.bundle' && sync"
-	rm -rf "$W.bundle"
-done
-rm -rf "$W"
-
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 col() { cut -d' ' -f"$2" "$B/$1" | median; }
-printf '%-34s %8s %8s\n' route wall cpu
-for n in shiftimg layers umoci; do
-	case $n in
-	shiftimg) label="shiftimg LAYOUT" ;;
-	layers) label="sum of shiftimg -o per layer" ;;
-	umoci) label="umoci unpack+fuidshift+repack" ;;
-	esac
-	printf '%-34s %8s %8s\n' "$label" "$(col $n 1)" "$(col $n 2)"
-done
-awk -v s="$(col shiftimg 1)" -v l="$(col layers 1)" -v u="$(col umoci 1)" 'BEGIN {
-	printf "shiftimg / sum of layers: %.3f (target <= 1.05)\n", s / l
-	printf "umoci route / shiftimg:   %.1fx (target >= 10x)\n", u / s
-}'
+
+# bench LAYOUT [many]: the three routes on it, RUNS times, and the table.
+bench() {
+	lay=$1 kind=$2
+	layers=$(skopeo inspect --raw "oci:$lay:bench" |
+		python3 -c 'import json,sys; print(" ".join(l["digest"][7:] for l in json.load(sys.stdin)["layers"]))')
+	set -- $layers
+	[ $# -ge 3 ] || { echo "the image has $# layers" >&2; exit 1; }
+	mb=$(for l in $layers; do gzip -dc "$lay/blobs/sha256/$l"; done | wc -c)
+	echo "image ${lay##*/}: $# gzip layers, $((mb / 1000000)) MB uncompressed, $(du -sm "$lay" | cut -f1) MB in the layout"
+	rm -f "$B/shiftimg" "$B/umoci" "$B/layers"
+	for r in $(seq "$RUNS"); do
+		fresh "$lay"
+		timed shiftimg "$S" --map $MAP "$W"
+		skopeo inspect "oci:$W:bench" >/dev/null
+		fresh "$lay"
+		rm -f "$B/lt"
+		for l in $layers; do
+			/usr/bin/time -f "%e %U %S" -a -o "$B/lt" \
+				"$S" --map $MAP -o "$W/out" "$W/blobs/sha256/$l" || exit 1
+			rm -f "$W/out"
+		done
+		awk '{ w += $1; c += $2 + $3 } END { printf "%.2f %.2f\n", w, c }' "$B/lt" >>"$B/layers"
+		fresh "$lay"
+		rm -rf "$W.bundle"
+		timed umoci sh -c "$(command -v umoci) unpack --image '$W:bench' '$W.bundle' && fuidshift '$W.bundle/rootfs' b:0:100000:65536 && $(command -v umoci) repack --image '$W:bench' '$W.bundle' && sync"
+		rm -rf "$W.bundle"
+	done
+	rm -rf "$W"
+	printf '%-34s %8s %8s\n' route wall cpu
+	for n in shiftimg layers umoci; do
+		case $n in
+		shiftimg) label="shiftimg LAYOUT" ;;
+		layers) label="sum of shiftimg -o per layer" ;;
+		umoci) label="umoci unpack+fuidshift+repack" ;;
+		esac
+		printf '%-34s %8s %8s\n' "$label" "$(col $n 1)" "$(col $n 2)"
+	done
+	awk -v s="$(col shiftimg 1)" -v l="$(col layers 1)" -v u="$(col umoci 1)" -v many="$kind" 'BEGIN {
+		printf "shiftimg / sum of layers: %.3f (target %s)\n", s / l, many ? "< 1" : "<= 1.05"
+		printf "umoci route / shiftimg:   %.1fx (target >= 10x)\n", u / s
+	}'
+}
+fresh() { rm -rf "$W" && cp -a "$1" "$W" && sync; }
+
+bench "$L" ""
+echo
+bench "$M" many
