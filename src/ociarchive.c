@@ -13,7 +13,8 @@
  *
  * The OCI form of a `docker save` archive is such a layout with a
  * manifest.json and a repositories file beside it, which name blobs by
- * their digests: those names are replaced with the new ones.
+ * their digests: those names are replaced with the new ones.  The
+ * classic form, which is no layout, goes to src/dockerarchive.c.
  */
 #include <archive.h>
 #include <archive_entry.h>
