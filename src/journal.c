@@ -41,118 +41,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "journal.h"
+#include "journal-int.h"
 #include "le.h"
-
-#define J_MAGIC		"SHIFTIMG-JOURNAL"
-#define J_VERSION	4		/* v4: a tree's filesystem id */
-#define J_VERSION_MIN	2		/* v2: block records hold the new bytes too */
-#define J_HDR_FIXED	88
-#define R_MAGIC		0x3143524aU	/* "JRC1" little endian */
-#define R_HEAD		24
-#define R_TAIL		8
-#define BUF_FLUSH	(1u << 20)	/* tree: journal bytes kept before a write(2) */
-#define BUF_EXT4	(4u << 20)	/* ext4: the buffer's first size */
-#define BUF_MAX		(64u << 20)	/* ext4: journal bytes kept before a write(2) */
-#define BATCH_BYTES	(4u << 20)	/* ext4: queued in-place bytes per commit */
-#define BATCH_RECS	4096		/* ext4: queued writes per commit */
-#define RING		4		/* ext4: batches in flight, and the open one */
-#define CHUNK		(256u << 10)	/* ext4: old bytes read at a time */
-#define RANGE_GAP	2		/* unchanged bytes merged into a range */
-#define BLOCK_HEAD	24		/* a block record's payload before its ranges */
-#define PINNED		(FS_IMMUTABLE_FL | FS_APPEND_FL)
-
-enum { J_TREE = 1, J_EXT4 = 2 };
-enum { REC_TREE = 1, REC_BLOCK = 2, REC_COMMIT = 3 };
-#define HDR_REVERSE	(1u << 0)
-
-/* One in-place write waiting for its batch to be committed and synced. */
-struct pending {
-	uint64_t blk;
-	unsigned int count;
-	size_t at;			/* its new bytes, in the arena */
-};
-
-/* ext4: a batch of writes, whose records go out with one commit. */
-struct batch {
-	off_t jend;			/* the journal's end at its commit */
-	struct pending *q;
-	size_t nr, cap;
-	/*
-	 * Its writes as they will be issued, back to back: each write's
-	 * old bytes read in and its changed ranges put over them.  Kept
-	 * from one batch to the next, since fresh memory costs a page
-	 * fault a page.
-	 */
-	unsigned char *arena;
-	size_t bytes, arena_cap;
-};
-
-/*
- * The thread that syncs the journal for an ext4 run, so that a batch's
- * fdatasync(2) runs while the backend reads and shifts its next run.
- */
-struct syncer {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool running, stop;
-	off_t want, done;		/* journal bytes asked to be and synced */
-	int err;			/* errno of a failed sync */
-};
-
-struct si_journal {
-	struct shiftimg *h;
-	int kind;			/* J_TREE or J_EXT4 */
-	const struct si_target *t;
-	char *path;
-	int fd;
-	uint64_t run_id, seq, nrec;
-	uint64_t offset;		/* ext4: the filesystem's byte offset */
-	off_t rec_start;		/* where the records begin in the file */
-
-	pthread_mutex_t lock;
-	unsigned char *buf;		/* encoded, not yet written */
-	size_t len, cap;
-	off_t written, synced;
-	off_t kicked;			/* tree: writeback started up to here */
-	bool dir_synced;
-	bool ordered;			/* tree: ordered_by_fs(), once a run */
-	bool changed;			/* the target may differ from before */
-	bool target_dirty;		/* ext4: written since the I/O layer synced */
-	bool failed;			/* a journal write failed: stop */
-
-	unsigned int bsz;
-	si_journal_write_fn *write_fn;	/* issues a committed write */
-	void *write_arg;
-	bool io_level;			/* the I/O layer journals (journal-io.c) */
-	si_journal_write_fn *backend_fn; /* the backend's own write, then */
-	void *backend_arg;
-	si_journal_read_fn *read_fn;	/* reads what blocks hold now */
-	/*
-	 * A ring of batches of writes: nfl of them in flight from bt[head]
-	 * on, oldest first, each committed with its sync under way (or
-	 * done) and its writes not issued yet; then the open one, whose
-	 * records are being made.
-	 */
-	struct batch bt[RING];
-	unsigned int head, nfl;
-	/*
-	 * Arenas of landed batches, for the next batch that opens: only as
-	 * many are made as batches are ever open or in flight at once.
-	 */
-	struct spare {
-		unsigned char *arena;
-		size_t cap;
-	} spare[RING];
-	unsigned int nspare;
-	struct syncer sync;
-
-	unsigned char *gather;		/* ext4: a record's new bytes, for its hash */
-	size_t gather_cap;
-	char *stamp_old;		/* the stamp before the run */
-	char *stamp_new;		/* after it; "" when the run removes it */
-};
 
 /* ---- fault injection ---- */
 
@@ -249,544 +139,6 @@ static void journal_crash(void *arg)
 		return;
 }
 
-/* ---- encoding ---- */
-
-/* At least want bytes in *buf, of *cap; 0 or -ENOMEM. */
-static int grow(unsigned char **buf, size_t *cap, size_t want)
-{
-	unsigned char *p;
-
-	if (*cap >= want)
-		return 0;
-	p = realloc(*buf, want);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = want;
-	return 0;
-}
-
-static int reserve(struct si_journal *j, size_t more)
-{
-	size_t cap = j->cap ? j->cap : j->kind == J_EXT4 ? BUF_EXT4 : BUF_FLUSH + 65536;
-	unsigned char *p;
-
-	if (j->len + more <= j->cap)
-		return 0;
-	while (cap < j->len + more)
-		cap *= 2;
-	p = si_alloc_big(&cap);
-	if (!p)
-		return -ENOMEM;
-	if (j->len)
-		memcpy(p, j->buf, j->len);
-	free(j->buf);
-	j->buf = p;
-	j->cap = cap;
-	return 0;
-}
-
-/* Starts a record of payload size len; returns where the payload goes. */
-static unsigned char *rec_begin(struct si_journal *j, int type, size_t len)
-{
-	unsigned char *r;
-
-	if (reserve(j, R_HEAD + len + R_TAIL) < 0)
-		return NULL;
-	r = j->buf + j->len;
-	put32(r, R_MAGIC);
-	put16(r + 4, (uint16_t)type);
-	put16(r + 6, 0);
-	put32(r + 8, (uint32_t)len);
-	put32(r + 12, 0);
-	put64(r + 16, j->seq);
-	return r + R_HEAD;
-}
-
-/* Ends the record begun at j->len; one never ended is not written. */
-static void rec_end(struct si_journal *j, size_t len)
-{
-	unsigned char *r = j->buf + j->len;
-
-	j->seq++;
-	put64(r + R_HEAD + len, XXH64(r, R_HEAD + len, j->run_id));
-	j->len += R_HEAD + len + R_TAIL;
-	j->nrec++;
-}
-
-/* ---- writing and syncing ---- */
-
-static int write_out(struct si_journal *j)
-{
-	size_t off = 0;
-
-	while (off < j->len) {
-		ssize_t n;
-
-		si_fault(SI_FAULT_WRITE);
-		n = pwrite(j->fd, j->buf + off, j->len - off, j->written);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			j->failed = true;
-			return si_error(j->h, n < 0 ? errno : ENOSPC,
-					"%s: writing the journal: %s", j->path,
-					strerror(n < 0 ? errno : ENOSPC));
-		}
-		off += (size_t)n;
-		j->written += n;
-	}
-	j->len = 0;
-	return 0;
-}
-
-/*
- * Syncs the directory of path: its entries, or with whole_fs its whole
- * filesystem, which a removal needs where the filesystem has no journal
- * (the freed inode and bitmaps are not the directory's).
- */
-static int sync_dir(struct shiftimg *h, const char *path, bool whole_fs)
-{
-	char *copy = strdup(path);
-	int fd, err = 0;
-
-	if (!copy)
-		return si_error(h, ENOMEM, "out of memory");
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || (whole_fs ? syncfs(fd) : fsync(fd)) < 0)
-		err = si_error(h, errno, "%s: syncing its directory: %s", path,
-			       strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	free(copy);
-	return err;
-}
-
-/* Ends a batch: a commit record after its records, all written out. */
-static int put_commit(struct si_journal *j, bool plan)
-{
-	unsigned char *p;
-
-	if (j->failed)
-		return -EIO;
-	p = rec_begin(j, REC_COMMIT, 12);
-	if (!p)
-		return si_error(j->h, ENOMEM, "out of memory");
-	put64(p, j->nrec);
-	put32(p + 8, plan);
-	rec_end(j, 12);
-	return write_out(j);
-}
-
-/* A sync of the journal's first to bytes is done (or failed with err). */
-static int synced(struct si_journal *j, off_t to, int err)
-{
-	if (err) {
-		j->failed = true;
-		return si_error(j->h, err, "%s: syncing the journal: %s", j->path,
-				strerror(err));
-	}
-	j->synced = to;
-	if (!j->dir_synced) {
-		err = sync_dir(j->h, j->path, false);
-		if (err)
-			return err;
-		j->dir_synced = true;
-	}
-	return 0;
-}
-
-/*
- * Commits what is written and makes it durable.  A tree's plan need only
- * be written back where the filesystem commits metadata in order
- * (j->ordered, see ordered_by_fs()): its size and blocks are then in a
- * commit no later than the first change of the apply pass, and its data,
- * written before that commit, is flushed with it; so no change reaches
- * the disk without the plan.  Anywhere else it is synced.
- */
-static int commit(struct si_journal *j, bool plan)
-{
-	int err = put_commit(j, plan);
-
-	if (err)
-		return err;
-	si_fault(SI_FAULT_SYNC);
-	if (plan && j->ordered) {
-		if (sync_file_range(j->fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE |
-				    SYNC_FILE_RANGE_WRITE |
-				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-			return synced(j, j->written, errno);
-		j->synced = j->written;
-		return 0;
-	}
-	return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
-}
-
-static void *syncer_main(void *arg)
-{
-	struct si_journal *j = arg;
-	struct syncer *s = &j->sync;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		off_t want;
-		int err;
-
-		while (!s->stop && s->done == s->want)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->stop)
-			break;
-		want = s->want;
-		pthread_mutex_unlock(&s->lock);
-		err = fdatasync(j->fd) < 0 ? errno : 0;
-		pthread_mutex_lock(&s->lock);
-		if (err && !s->err)
-			s->err = err;
-		s->done = want;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-/*
- * Starts the sync of everything written to the journal so far; without
- * a thread for it, syncs it here.
- */
-static int sync_start(struct si_journal *j)
-{
-	struct syncer *s = &j->sync;
-
-	si_fault(SI_FAULT_SYNC);
-	if (!s->running) {
-		pthread_mutex_init(&s->lock, NULL);
-		pthread_cond_init(&s->cond, NULL);
-		s->want = s->done = j->synced;
-		s->running = !pthread_create(&s->thread, NULL, syncer_main, j);
-		if (!s->running) {
-			pthread_cond_destroy(&s->cond);
-			pthread_mutex_destroy(&s->lock);
-			return synced(j, j->written, fdatasync(j->fd) < 0 ? errno : 0);
-		}
-	}
-	pthread_mutex_lock(&s->lock);
-	s->want = j->written;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	return 0;
-}
-
-/*
- * Whether the journal's first to bytes are synced: 1 if so, 0 if not
- * yet (wait: false), or an error.  wait: true waits for it.
- */
-static int sync_wait(struct si_journal *j, off_t to, bool wait)
-{
-	struct syncer *s = &j->sync;
-	off_t done;
-	int err;
-
-	if (j->synced >= to)
-		return 1;
-	if (!s->running)
-		return 1;	/* synced in sync_start() */
-	pthread_mutex_lock(&s->lock);
-	while (wait && s->done < to && !s->err)
-		pthread_cond_wait(&s->cond, &s->lock);
-	done = s->done;
-	err = s->err;
-	pthread_mutex_unlock(&s->lock);
-	if (!err && done < to)
-		return 0;
-	err = synced(j, done, err);
-	return err ? err : 1;
-}
-
-static void sync_stop(struct si_journal *j)
-{
-	struct syncer *s = &j->sync;
-
-	if (!s->running)
-		return;
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->thread, NULL);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
-	s->running = false;
-}
-
-/* ---- the header ---- */
-
-/*
- * The canonical text of the run's maps, as the user gave them: the map
- * alone, or "FROM -> MAP" for a re-shift (--from-map).
- */
-static char *map_text(const struct shiftimg *h)
-{
-	int n = shiftimg_map_format(h, 0, NULL, 0);
-	int f = shiftimg_map_format(h, SHIFTIMG_FROM, NULL, 0);
-	char *s = malloc((size_t)(f + 4 + n + 1));
-
-	if (!s)
-		return NULL;
-	if (f) {
-		shiftimg_map_format(h, SHIFTIMG_FROM, s, (size_t)f + 1);
-		strcpy(s + f, " -> ");
-		f += 4;
-	}
-	shiftimg_map_format(h, 0, s + f, (size_t)n + 1);
-	return s;
-}
-
-struct hdr {
-	int kind;
-	uint32_t version;
-	uint64_t run_id, dev, ino, size, offset, flags, created;
-	char *map, *stamp;
-	size_t len;			/* bytes, checksum included */
-};
-
-/*
- * The id of a tree's filesystem (statfs's f_fsid: ext4's comes from its
- * UUID), which outlives its device number; 0 if it has none.
- */
-static uint64_t fs_id(int fd)
-{
-	struct statfs sfs;
-
-	if (fstatfs(fd, &sfs) < 0)
-		return 0;
-	return (uint64_t)(uint32_t)sfs.f_fsid.__val[0] |
-	       (uint64_t)(uint32_t)sfs.f_fsid.__val[1] << 32;
-}
-
-static void identity(const struct si_target *t, uint64_t *dev, uint64_t *ino)
-{
-	if (S_ISBLK(t->st.st_mode)) {
-		*dev = 0;
-		*ino = t->st.st_rdev;
-	} else {
-		*dev = t->st.st_dev;
-		*ino = t->st.st_ino;
-	}
-}
-
-static int write_header(struct si_journal *j, const char *map)
-{
-	size_t ml = strlen(map), sl = strlen(j->stamp_old);
-	size_t len = J_HDR_FIXED + ml + sl;
-	uint64_t dev, ino;
-	unsigned char *p;
-
-	if (reserve(j, len + 8) < 0)
-		return si_error(j->h, ENOMEM, "out of memory");
-	p = j->buf;
-	identity(j->t, &dev, &ino);
-	memset(p, 0, J_HDR_FIXED);
-	memcpy(p, J_MAGIC, 16);
-	put32(p + 16, J_VERSION);
-	put32(p + 20, (uint32_t)j->kind);
-	put64(p + 24, j->run_id);
-	put64(p + 32, dev);
-	put64(p + 40, ino);
-	put64(p + 48, j->kind == J_EXT4 ? (uint64_t)j->t->st.st_size : fs_id(j->t->fd));
-	put64(p + 56, j->offset);
-	put64(p + 64, j->h->flags & SHIFTIMG_REVERSE ? HDR_REVERSE : 0);
-	put64(p + 72, (uint64_t)time(NULL));
-	put32(p + 80, (uint32_t)ml);
-	put32(p + 84, (uint32_t)sl);
-	memcpy(p + J_HDR_FIXED, map, ml);
-	memcpy(p + J_HDR_FIXED + ml, j->stamp_old, sl);
-	put64(p + len, XXH64(p, len, 0));
-	j->len = len + 8;
-	return 0;
-}
-
-/* ---- reading a journal back ---- */
-
-struct loaded {
-	struct hdr hdr;
-	unsigned char *data;
-	size_t size;
-	/* Offsets of the committed records (commits themselves left out). */
-	size_t *recs;
-	size_t nr_recs;
-	bool planned;			/* tree: the plan is complete */
-	bool torn;			/* a tail past the last commit was ignored */
-	/* tree: the root's device in the records and now, when they differ */
-	uint64_t dev_was, dev_now;
-};
-
-static void loaded_free(struct loaded *l)
-{
-	free(l->hdr.map);
-	free(l->hdr.stamp);
-	free(l->data);
-	free(l->recs);
-	memset(l, 0, sizeof(*l));
-}
-
-static int read_all(struct shiftimg *h, const char *path, int fd,
-		    struct loaded *l)
-{
-	struct stat st;
-	size_t off = 0;
-
-	if (fstat(fd, &st) < 0)
-		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	l->size = (size_t)st.st_size;
-	l->data = malloc(l->size + 1);
-	if (!l->data)
-		return si_error(h, ENOMEM, "%s: out of memory", path);
-	while (off < l->size) {
-		ssize_t n = pread(fd, l->data + off, l->size - off, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return si_error(h, n < 0 ? errno : EIO, "%s: reading: %s",
-					path, strerror(n < 0 ? errno : EIO));
-		off += (size_t)n;
-	}
-	return 0;
-}
-
-static int parse_header(struct shiftimg *h, const char *path, struct loaded *l)
-{
-	const unsigned char *p = l->data;
-	size_t ml, sl, len;
-
-	/*
-	 * The header is written before anything else and synced before
-	 * the first change: a journal cut short inside it is a run that
-	 * died while starting, and changed nothing.
-	 */
-	if (l->size < J_HDR_FIXED + 8 &&
-	    !memcmp(p, J_MAGIC, l->size < 16 ? l->size : 16))
-		return -ENODATA;
-	if (l->size < J_HDR_FIXED + 8 || memcmp(p, J_MAGIC, 16))
-		return si_error(h, EINVAL, "%s: not a shiftimg journal; refusing to touch the target (remove it if it is not one)",
-				path);
-	if (get32(p + 16) < J_VERSION_MIN || get32(p + 16) > J_VERSION)
-		return si_error(h, EINVAL, "%s: journal version %u is not supported",
-				path, get32(p + 16));
-	ml = get32(p + 80);
-	sl = get32(p + 84);
-	len = J_HDR_FIXED + ml + sl;
-	if (ml <= l->size && sl <= l->size && len + 8 > l->size)
-		return -ENODATA;
-	if (ml > l->size || sl > l->size || len + 8 > l->size ||
-	    get64(p + len) != XXH64(p, len, 0))
-		return si_error(h, EBADMSG, "%s: the journal's header is damaged (checksum mismatch): it cannot tell what the interrupted run did; refusing (see shiftimg-journal(5))",
-				path);
-	l->hdr.version = get32(p + 16);
-	l->hdr.kind = (int)get32(p + 20);
-	l->hdr.run_id = get64(p + 24);
-	l->hdr.dev = get64(p + 32);
-	l->hdr.ino = get64(p + 40);
-	l->hdr.size = get64(p + 48);
-	l->hdr.offset = get64(p + 56);
-	l->hdr.flags = get64(p + 64);
-	l->hdr.created = get64(p + 72);
-	l->hdr.map = strndup((const char *)p + J_HDR_FIXED, ml);
-	l->hdr.stamp = strndup((const char *)p + J_HDR_FIXED + ml, sl);
-	l->hdr.len = len + 8;
-	if (!l->hdr.map || !l->hdr.stamp)
-		return si_error(h, ENOMEM, "out of memory");
-	return 0;
-}
-
-/* The length of a valid record at off with sequence number seq, or 0. */
-static size_t valid_rec(const struct loaded *l, size_t off, uint64_t seq)
-{
-	const unsigned char *r = l->data + off;
-	size_t len;
-
-	if (off + R_HEAD + R_TAIL > l->size || get32(r) != R_MAGIC)
-		return 0;
-	len = get32(r + 8);
-	if (len > l->size - off - R_HEAD - R_TAIL || get64(r + 16) != seq ||
-	    get64(r + R_HEAD + len) != XXH64(r, R_HEAD + len, l->hdr.run_id))
-		return 0;
-	return R_HEAD + len + R_TAIL;
-}
-
-/* Is there a valid record of this run anywhere past off? */
-static bool valid_after(const struct loaded *l, size_t off, uint64_t seq)
-{
-	const unsigned char magic[4] = { 'J', 'R', 'C', '1' };
-
-	for (size_t at = off + 1; at + R_HEAD + R_TAIL <= l->size; at++) {
-		const unsigned char *m = memmem(l->data + at, l->size - at,
-						magic, 4);
-		uint64_t s;
-
-		if (!m)
-			return false;
-		at = (size_t)(m - l->data);
-		s = at + 24 <= l->size ? get64(m + 16) : 0;
-		if (s > seq && s < seq + (1u << 30) && valid_rec(l, at, s))
-			return true;
-	}
-	return false;
-}
-
-static int scan_records(struct shiftimg *h, const char *path, struct loaded *l)
-{
-	size_t off = l->hdr.len, cap = 0, pending = 0, n;
-	uint64_t seq = 0;
-
-	while ((n = valid_rec(l, off, seq))) {
-		const unsigned char *r = l->data + off;
-
-		if (get16(r + 4) == REC_COMMIT) {
-			l->nr_recs += pending;
-			pending = 0;
-			if (get32(r + R_HEAD + 8))
-				l->planned = true;
-		} else {
-			if (l->nr_recs + pending + 1 > cap) {
-				size_t *p;
-
-				cap = cap ? cap * 2 : 1024;
-				p = realloc(l->recs, cap * sizeof(*p));
-				if (!p)
-					return si_error(h, ENOMEM, "out of memory");
-				l->recs = p;
-			}
-			l->recs[l->nr_recs + pending++] = off;
-		}
-		off += n;
-		seq++;
-	}
-	if (off < l->size || pending) {
-		/* A torn tail is expected; a good record beyond a bad one is not. */
-		if (off < l->size && valid_after(l, off, seq))
-			return si_error(h, EBADMSG, "%s: the journal is damaged in the middle (a record at byte %zu fails its checksum): refusing to replay it (see shiftimg-journal(5))",
-					path, off);
-		l->torn = true;
-	}
-	return 0;
-}
-
-static int load(struct shiftimg *h, const char *path, int fd, struct loaded *l)
-{
-	int err;
-
-	memset(l, 0, sizeof(*l));
-	err = read_all(h, path, fd, l);
-	if (!err)
-		err = parse_header(h, path, l);
-	if (!err)
-		err = scan_records(h, path, l);
-	if (err)
-		loaded_free(l);
-	return err;
-}
-
 /* ---- tree records ---- */
 
 #define BATCH_FLUSH	(64u << 10)	/* a worker's records kept before appending */
@@ -797,12 +149,12 @@ static int load(struct shiftimg *h, const char *path, int fd, struct loaded *l)
 static int append_rec(struct si_journal *j, int type, const void *payload,
 		      size_t len)
 {
-	unsigned char *p = rec_begin(j, type, len);
+	unsigned char *p = si_journal_rec_begin(j, type, len);
 
 	if (!p)
 		return si_error(j->h, ENOMEM, "out of memory");
 	memcpy(p, payload, len);
-	rec_end(j, len);
+	si_journal_rec_end(j, len);
 	return 0;
 }
 
@@ -819,7 +171,7 @@ int si_journal_batch_flush(struct si_journal *j, struct si_journal_batch *b)
 		off += 4 + len;
 	}
 	if (!err && j->len >= BUF_FLUSH) {
-		err = write_out(j);
+		err = si_journal_write_out(j);
 		/*
 		 * Start writing the plan out now, so that the sync that
 		 * ends it (and holds up the apply pass) has little left.
@@ -912,7 +264,7 @@ int si_journal_planned(struct si_journal *j)
 
 	if (!j || j->kind != J_TREE)
 		return 0;
-	err = commit(j, true);
+	err = si_journal_commit(j, true);
 	if (!err)
 		j->changed = true;	/* from here on the apply pass may change it */
 	return err;
@@ -1581,6 +933,21 @@ out_free:
 
 /* ---- ext4 records ---- */
 
+/* At least want bytes in *buf, of *cap; 0 or -ENOMEM. */
+static int grow(unsigned char **buf, size_t *cap, size_t want)
+{
+	unsigned char *p;
+
+	if (*cap >= want)
+		return 0;
+	p = realloc(*buf, want);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = want;
+	return 0;
+}
+
 /* The run in progress on this thread: the I/O layer finds it here. */
 static __thread struct si_journal *active;
 
@@ -1883,7 +1250,7 @@ static int land(struct si_journal *j, bool wait, bool all)
 		struct batch *b = &j->bt[j->head];
 		int ret;
 
-		ret = sync_wait(j, b->jend, wait || all);
+		ret = si_journal_sync_wait(j, b->jend, wait || all);
 		if (ret <= 0)
 			return ret;
 		ret = drain(j, b);
@@ -1916,9 +1283,9 @@ static int commit_batch(struct si_journal *j)
 	if (j->nfl >= ring_depth() && (err = land(j, true, false)))
 		return err;
 	b = open_batch(j);
-	err = put_commit(j, false);
+	err = si_journal_put_commit(j, false);
 	if (!err)
-		err = sync_start(j);
+		err = si_journal_sync_start(j);
 	if (err)
 		return err;
 	b->jend = j->written;
@@ -1986,7 +1353,7 @@ static int put_write(struct si_journal *j, struct ranges *r, uint64_t blk,
 		unsigned int n = count - b < per ? count - b : per;
 		size_t at = (size_t)b * j->bsz, len = (size_t)n * j->bsz;
 
-		if (reserve(j, head + RANGES_MAX(len) + R_TAIL) < 0)
+		if (si_journal_reserve(j, head + RANGES_MAX(len) + R_TAIL) < 0)
 			return -ENOMEM;
 		r->p = j->buf + j->len + head;
 		if (old)
@@ -2016,7 +1383,7 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 	/* The new bytes of the ranges, hashed: at most the write, and a copy's overrun. */
 	if (grow(&j->gather, &j->gather_cap, len + 16))
 		return -ENOMEM;
-	p = rec_begin(j, REC_BLOCK, BLOCK_HEAD);
+	p = si_journal_rec_begin(j, REC_BLOCK, BLOCK_HEAD);
 	if (!p)
 		return -ENOMEM;
 	r.p = p + BLOCK_HEAD;
@@ -2031,7 +1398,7 @@ static int put_block_rec(struct si_journal *j, uint64_t blk, unsigned int count,
 	put32(p + R_HEAD + 8, (uint32_t)len);
 	put32(p + R_HEAD + 12, r.nr);
 	put64(p + R_HEAD + 16, XXH64(j->gather, (size_t)(r.g - j->gather), j->run_id));
-	rec_end(j, plen);
+	si_journal_rec_end(j, plen);
 	return 1;
 }
 
@@ -2067,7 +1434,7 @@ static int journal_write(struct si_journal *j, uint64_t blk, unsigned int count,
 	b->q[b->nr++] = (struct pending){ blk, count, b->bytes };
 	b->bytes += len;
 	if (b->bytes < batch_bytes() && b->nr < batch_recs())
-		return j->len >= BUF_MAX ? write_out(j) : 0;
+		return j->len >= BUF_MAX ? si_journal_write_out(j) : 0;
 	return commit_batch(j);
 }
 
@@ -2318,7 +1685,7 @@ static bool fs_journals_metadata(int fd, dev_t dev)
  * A tree run need not wait for the disk when the filesystem puts the
  * run's writes there in the order they were made: what it changes and
  * the journal are on one filesystem that journals metadata in order.
- * The plan is then on disk before any change (commit()), and the
+ * The plan is then on disk before any change (si_journal_commit()), and the
  * journal's removal after every change (si_journal_end()): after a crash, either the
  * journal is there to finish the run, or the whole run is on disk.
  * --sync waits all the same.
@@ -2390,7 +1757,7 @@ static int unlink_journal(struct shiftimg *h, const char *path, bool durably)
 {
 	if (unlink(path) < 0 && errno != ENOENT)
 		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	return durably ? sync_dir(h, path, true) : 0;
+	return durably ? si_journal_sync_dir(h, path, true) : 0;
 }
 
 static int remove_journal(struct shiftimg *h, const char *path)
@@ -2430,9 +1797,9 @@ static int check_owner(struct shiftimg *h, const char *jpath,
 	bool by_id = kind == J_TREE && l->hdr.version >= 4 && l->hdr.size;
 	uint64_t dev, ino;
 
-	identity(t, &dev, &ino);
+	si_journal_identity(t, &dev, &ino);
 	if (l->hdr.kind != kind || l->hdr.ino != ino ||
-	    (by_id ? l->hdr.size != fs_id(t->fd) : l->hdr.dev != dev) ||
+	    (by_id ? l->hdr.size != si_journal_fs_id(t->fd) : l->hdr.dev != dev) ||
 	    (kind == J_EXT4 && l->hdr.size != (uint64_t)t->st.st_size))
 		return si_error(h, EEXIST, "%s: this journal belongs to another target (or the target was replaced); refusing (see shiftimg-journal(5))",
 				jpath);
@@ -2456,7 +1823,7 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 	uint64_t done = 0, replaced = 0;
 	int err;
 
-	err = load(h, jpath, jfd, &l);
+	err = si_journal_load(h, jpath, jfd, &l);
 	if (err == -ENODATA)
 		return remove_journal(h, jpath);
 	if (err)
@@ -2507,7 +1874,7 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 	/* A tree whose plan never completed was not changed at all. */
 	err = remove_journal(h, jpath);
 out_free:
-	loaded_free(&l);
+	si_journal_loaded_free(&l);
 	return err;
 }
 
@@ -2572,7 +1939,7 @@ static void journal_free(struct si_journal *j)
 	if (active == j)
 		active = NULL;
 	si_fault_on_crash(NULL, NULL);
-	sync_stop(j);
+	si_journal_sync_stop(j);
 	for (int i = 0; i < RING; i++) {
 		free(j->bt[i].q);
 		free(j->bt[i].arena);
@@ -2602,10 +1969,10 @@ static int create(struct si_journal *j, const char *map)
 		return si_error(j->h, errno, "%s: %s", j->path, strerror(errno));
 	if (getrandom(&j->run_id, sizeof(j->run_id), 0) != sizeof(j->run_id))
 		j->run_id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	err = write_header(j, map);
+	err = si_journal_write_header(j, map);
 	j->rec_start = (off_t)j->len;
 	if (!err)
-		err = write_out(j);
+		err = si_journal_write_out(j);
 	if (!err)
 		si_fault_on_crash(journal_crash, j);
 	return err;
@@ -2644,7 +2011,7 @@ int si_journal_start(struct shiftimg *h, const struct si_backend *b,
 	    (kind == J_EXT4 && si_option(h, "output")))
 		return 0;
 	j = journal_new(h, t, kind);
-	map = map_text(h);
+	map = si_journal_map_text(h);
 	if (!j || !map || !(j->path = journal_path(h, t->path))) {
 		err = si_error(h, ENOMEM, "out of memory");
 		goto out_free;
@@ -2748,7 +2115,7 @@ int si_journal_end(struct si_journal *j, int err)
 	if (!err) {
 		si_fault(SI_FAULT_WRITE);
 		/* A removed file's inode is freed only once it is closed. */
-		sync_stop(j);
+		si_journal_sync_stop(j);
 		close(j->fd);
 		j->fd = -1;
 		err = unlink_journal(h, j->path, !ordered);
@@ -2786,7 +2153,7 @@ static int open_loaded(struct shiftimg *h, const char *target,
 		err = fd;
 		goto out_free;
 	}
-	err = load(h, *jpath, fd, l);
+	err = si_journal_load(h, *jpath, fd, l);
 	close(fd);
 	if (err == -ENODATA) {
 		/* Cut short in its header: the run changed nothing. */
@@ -2800,7 +2167,7 @@ static int open_loaded(struct shiftimg *h, const char *target,
 		err = check_owner(h, *jpath, t, l, l->hdr.kind == J_EXT4 ? J_EXT4 : J_TREE);
 	if (!err)
 		return 0;
-	loaded_free(l);
+	si_journal_loaded_free(l);
 out_free:
 	free(*jpath);
 	*jpath = NULL;
@@ -2941,7 +2308,7 @@ int si_journal_status(struct shiftimg *h, const char *target, FILE *out)
 		fprintf(out, "tail: an uncommitted, torn tail was ignored\n");
 	fprintf(out, "--rollback: restores the %s as it was before the run\n",
 		l.hdr.kind == J_EXT4 ? "image" : "tree");
-	loaded_free(&l);
+	si_journal_loaded_free(&l);
 	free(jpath);
 	close(t.fd);
 	return 0;
@@ -2983,7 +2350,7 @@ int si_journal_rollback(struct shiftimg *h, const char *target)
 			 target, l.nr_recs);
 	if (!err)
 		note_replaced(h, replaced);
-	loaded_free(&l);
+	si_journal_loaded_free(&l);
 	free(jpath);
 	close(t.fd);
 	return err;
