@@ -3,8 +3,9 @@
  * The journal's own pieces, shared by the files that make it up and by
  * no one else: the constants of the format (shiftimg-journal(5)), the
  * run's state, a journal read back, and what each file lends the
- * others.  journal.c drives a run and journals trees and images;
- * journal-file.c writes, syncs and reads the file's header and records.
+ * others.  journal.c drives a run and journals an image's writes;
+ * journal-file.c writes, syncs and reads the file's header and records;
+ * journal-tree.c plans and replays a tree.
  */
 #ifndef SHIFTIMG_JOURNAL_INT_H
 #define SHIFTIMG_JOURNAL_INT_H
@@ -179,5 +180,19 @@ int si_journal_write_header(struct si_journal *j, const char *map);
 /* Reads a journal back: its header and committed records. */
 int si_journal_load(struct shiftimg *h, const char *path, int fd, struct loaded *l);
 void si_journal_loaded_free(struct loaded *l);
+
+/* ---- journal-tree.c: a tree's plan ---- */
+
+/* Redo (side 1) or undo (side 0) every planned tree object; no sync. */
+int si_journal_tree_replay(struct shiftimg *h, const struct si_target *t,
+			   const struct loaded *l, int side, uint64_t *done,
+			   uint64_t *replaced);
+/* Adds to the notice how many planned objects were found replaced. */
+void si_journal_note_replaced(struct shiftimg *h, uint64_t replaced);
+/* A device number as a tree record holds it. */
+uint64_t si_journal_rec_dev(dev_t dev);
+/* --status: how far the tree got (n[4]: old, new, other, gone). */
+void si_journal_tree_census(struct shiftimg *h, const struct si_target *t,
+			    const struct loaded *l, uint64_t n[4]);
 
 #endif /* SHIFTIMG_JOURNAL_INT_H */
