@@ -3,9 +3,10 @@
  * The journal's own pieces, shared by the files that make it up and by
  * no one else: the constants of the format (shiftimg-journal(5)), the
  * run's state, a journal read back, and what each file lends the
- * others.  journal.c drives a run and journals an image's writes;
- * journal-file.c writes, syncs and reads the file's header and records;
- * journal-tree.c plans and replays a tree.
+ * others.  journal.c drives a run (starting, resuming, ending, --status,
+ * --rollback); journal-file.c writes, syncs and reads the file's header
+ * and records; journal-tree.c plans and replays a tree; journal-ext4.c
+ * journals and undoes an image's writes.
  */
 #ifndef SHIFTIMG_JOURNAL_INT_H
 #define SHIFTIMG_JOURNAL_INT_H
@@ -194,5 +195,19 @@ uint64_t si_journal_rec_dev(dev_t dev);
 /* --status: how far the tree got (n[4]: old, new, other, gone). */
 void si_journal_tree_census(struct shiftimg *h, const struct si_target *t,
 			    const struct loaded *l, uint64_t n[4]);
+
+/* ---- journal-ext4.c: an image's writes ---- */
+
+/* Undoes every committed block record, newest first; no sync. */
+int si_journal_ext4_undo(struct shiftimg *h, const struct si_target *t,
+			 const struct loaded *l);
+/* --status: which side each block record is on (n[4]: old, new, neither, unreadable). */
+void si_journal_ext4_census(const struct si_target *t, const struct loaded *l,
+			    uint64_t n[4]);
+
+/* ---- journal.c ---- */
+
+/* Fault injection or counting is on: points are made finer. */
+bool si_fault_active(void);
 
 #endif /* SHIFTIMG_JOURNAL_INT_H */
