@@ -10,7 +10,7 @@
  * sorted EA block stays sorted.  A grown value that no longer fits
  * leaves the area with its entry, as the kernel would move it: from the
  * inode body to an EA block, or from an unshared EA block to the inode
- * body; ext4.c decides where it goes.
+ * body; ext4.c and ext4-eablock.c decide where it goes.
  */
 #include <endian.h>
 #include <errno.h>

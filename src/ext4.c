@@ -13,21 +13,20 @@
  * and puts it back in place (EA blocks likewise, those not kept
  * recomputed), then rewrites the quota files.  The check pass is
  * planning alone.
+ *
+ * The image is found, checked and opened in ext4-open.c, and EA blocks
+ * are tracked, given spilled values and written in ext4-eablock.c; xattr
+ * areas are shifted in ext4-xattr.c and quota files in ext4-quota.c.
  */
-#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <et/com_err.h>
@@ -369,319 +368,6 @@ static void csum_patch(const struct e4_ctx *c, unsigned char *raw,
 	put16(raw + I_CSUM_HI, (uint16_t)(crc >> 16));
 }
 
-/* ---- probing and opening ---- */
-
-static bool looks_partitioned(const unsigned char *b)
-{
-	return (b[510] == 0x55 && b[511] == 0xaa) || !memcmp(b + 512, "EFI PART", 8);
-}
-
-/* A superblock at 1024, or a partition table (for --offset). */
-static bool ext4_probe(const struct si_target *t)
-{
-	unsigned char b[2048];
-
-	if (t->fd < 0 || !(S_ISREG(t->st.st_mode) || S_ISBLK(t->st.st_mode)))
-		return false;
-	if (pread(t->fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		return false;
-	if (get16(b + 1024 + 56) == EXT2_SUPER_MAGIC)
-		return true;
-	return looks_partitioned(b);
-}
-
-static int parse_offset(struct e4_ctx *c, uint64_t *off)
-{
-	const char *s = si_option(c->h, "offset");
-	char *end;
-
-	*off = 0;
-	if (!s)
-		return 0;
-	errno = 0;
-	*off = strtoull(s, &end, 0);
-	if (errno || end == s || *end || s[0] == '-')
-		return si_error(c->h, EINVAL, "%s: --offset '%s': expected a byte count",
-				c->name, s);
-	return 0;
-}
-
-/*
- * Opens the filesystem through the descriptor the driver checked, so a
- * rename of the path in between cannot swap the image.
- */
-static int open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev)
-{
-	char path[64], opts[64] = "";
-	uint64_t off;
-	int flags = EXT2_FLAG_64BITS;
-	errcode_t err;
-
-	if (parse_offset(c, &off) < 0)
-		return -EINVAL;
-	c->fd = fd;
-	c->offset = off;
-	if (off)
-		snprintf(opts, sizeof(opts), "offset=%" PRIu64, off);
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (rw)
-		flags |= EXT2_FLAG_RW | (blockdev ? EXT2_FLAG_EXCLUSIVE : 0);
-	err = ext2fs_open2(path, opts, flags, 0, 0, si_journal_io_manager(), &c->fs);
-	if (err == EXT2_ET_BAD_MAGIC && !off)
-		return si_error(c->h, EINVAL,
-				"%s: no ext2/3/4 superblock at the start; for a partitioned disk give --offset BYTES",
-				c->name);
-	if (err)
-		return e4_fail(c, err, "opening the filesystem");
-	/*
-	 * When the superblock is written (EA blocks allocated for spilled
-	 * values), libext2fs stamps s_wtime with fs->now or the clock: the
-	 * image's own time keeps a run, and a run redone after a crash,
-	 * giving the same bytes.
-	 */
-	c->fs->now = (time_t)c->fs->super->s_wtime |
-		     (time_t)c->fs->super->s_wtime_hi << 32;
-	c->isz = EXT2_INODE_SIZE(c->fs->super);
-	c->bsz = c->fs->blocksize;
-	c->csum = ext2fs_has_feature_metadata_csum(c->fs->super);
-	c->seed = c->fs->csum_seed;
-	return 0;
-}
-
-static int refuse(struct e4_ctx *c, int err, const char *why)
-{
-	return si_error(c->h, err, "%s: %s; nothing was changed", c->name, why);
-}
-
-/* The states in which rewriting metadata behind the kernel's back is unsafe. */
-static int check_super(struct e4_ctx *c)
-{
-	struct ext2_super_block *sb = c->fs->super;
-	dgrp_t g;
-
-	if (sb->s_creator_os != EXT2_OS_LINUX)
-		return refuse(c, ENOTSUP,
-			      "created by a non-Linux system, whose inodes keep the high uid/gid bits elsewhere");
-	if (ext2fs_has_feature_journal_needs_recovery(sb))
-		return refuse(c, EUCLEAN, "the journal needs recovery (run e2fsck first)");
-	if (sb->s_last_orphan || ext2fs_has_feature_orphan_present(sb))
-		return refuse(c, EUCLEAN, "it has orphan inodes (run e2fsck first)");
-	if (sb->s_state & EXT2_ERROR_FS)
-		return refuse(c, EUCLEAN, "it is marked with errors (run e2fsck first)");
-	if (!(sb->s_state & EXT2_VALID_FS))
-		return refuse(c, EUCLEAN, "it was not cleanly unmounted (run e2fsck first)");
-	if (ext2fs_has_feature_journal_dev(sb))
-		return refuse(c, ENOTSUP, "it is an external journal, not a filesystem");
-	if (ext2fs_has_group_desc_csum(c->fs))
-		for (g = 0; g < c->fs->group_desc_count; g++)
-			if (!ext2fs_group_desc_csum_verify(c->fs, g))
-				return si_error(c->h, EUCLEAN,
-						"%s: group %u: descriptor checksum does not match; nothing was changed",
-						c->name, g);
-	return 0;
-}
-
-static int check_desc(struct e4_ctx *c)
-{
-	errcode_t err = ext2fs_check_desc(c->fs);
-
-	if (err)
-		return si_error(c->h, EUCLEAN,
-				"%s: group descriptors: %s; nothing was changed",
-				c->name, error_message(err));
-	return 0;
-}
-
-/* ---- is it mounted? ---- */
-
-static bool same_file(const char *path, const struct stat *want)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0)
-		return false;
-	if (S_ISBLK(want->st_mode))
-		return S_ISBLK(st.st_mode) && st.st_rdev == want->st_rdev;
-	return st.st_dev == want->st_dev && st.st_ino == want->st_ino;
-}
-
-/* Decodes the octal escapes of /proc/self/mountinfo fields in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
-			*o++ = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) |
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
-/*
- * Finds a mount of device devs[0..n) or of the image itself (as a
- * source path, as fuse2fs shows it); returns its mount point or NULL.
- */
-static char *find_mount(const dev_t *devs, size_t n, const struct stat *img)
-{
-	char *line = NULL, *found = NULL;
-	size_t cap = 0;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-
-	if (!f)
-		return NULL;
-	while (!found && getline(&line, &cap, f) > 0) {
-		unsigned int maj, min;
-		char mnt[4096], src[4096], *sep;
-
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
-			continue;
-		for (size_t i = 0; i < n; i++)
-			if (makedev(maj, min) == devs[i])
-				found = strdup(mnt);
-		sep = strstr(line, " - ");
-		if (!found && sep && sscanf(sep, " - %*s %4095s", src) == 1 &&
-		    src[0] == '/') {
-			unescape(src);
-			if (same_file(src, img))
-				found = strdup(mnt);
-		}
-	}
-	free(line);
-	fclose(f);
-	if (found)
-		unescape(found);
-	return found;
-}
-
-static bool read_line(const char *path, char *buf, size_t size)
-{
-	FILE *f = fopen(path, "re");
-	bool ok;
-
-	if (!f)
-		return false;
-	ok = fgets(buf, (int)size, f) != NULL;
-	fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-	return ok;
-}
-
-static bool read_dev(const char *path, dev_t *dev)
-{
-	unsigned int maj, min;
-	char buf[64];
-
-	if (!read_line(path, buf, sizeof(buf)) || sscanf(buf, "%u:%u", &maj, &min) != 2)
-		return false;
-	*dev = makedev(maj, min);
-	return true;
-}
-
-/*
- * Is the block device held exclusively, as a mounted filesystem holds
- * it?  A mount in another mount namespace (one a container or a test
- * copied) is in no mountinfo this process can read.
- */
-static bool dev_busy(const char *name)
-{
-	char path[300];
-	int fd;
-
-	snprintf(path, sizeof(path), "/dev/%s", name);
-	fd = open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
-	if (fd >= 0)
-		close(fd);
-	return fd < 0 && errno == EBUSY;
-}
-
-/*
- * Collects the loop devices backed by the image, and their partitions;
- * busy gets the name of one the kernel holds ("" if none).
- */
-static size_t loop_devices(const struct stat *img, dev_t *devs, size_t max,
-			   char *busy, size_t size)
-{
-	char path[1024], back[4096];
-	struct dirent *de;
-	size_t n = 0;
-	DIR *d = opendir("/sys/block");
-
-	if (!d)
-		return 0;
-	while (n < max && (de = readdir(d))) {
-		const char *name = de->d_name;
-		char *del;
-
-		if (strncmp(name, "loop", 4))
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", name);
-		if (!read_line(path, back, sizeof(back)))
-			continue;
-		del = strstr(back, " (deleted)");
-		if (del)
-			*del = '\0';
-		if (!same_file(back, img))
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
-		if (read_dev(path, &devs[n]))
-			n++;
-		if (!*busy && dev_busy(name))
-			snprintf(busy, size, "%s", name);
-		for (int p = 1; p < 64 && n < max; p++) {
-			char part[300];
-
-			snprintf(part, sizeof(part), "%sp%d", name, p);
-			snprintf(path, sizeof(path), "/sys/block/%s/%s/dev", name, part);
-			if (!read_dev(path, &devs[n]))
-				continue;
-			n++;
-			if (!*busy && dev_busy(part))
-				snprintf(busy, size, "%s", part);
-		}
-	}
-	closedir(d);
-	return n;
-}
-
-static int check_mounted(struct e4_ctx *c, const struct si_target *t)
-{
-	dev_t devs[64];
-	size_t n = 0;
-	char *mnt, busy[300] = "";
-
-	if (S_ISBLK(t->st.st_mode)) {
-		/* An exclusive open fails while the kernel holds the device. */
-		int fd = open(t->path, O_RDONLY | O_EXCL | O_CLOEXEC);
-
-		if (fd < 0 && errno == EBUSY)
-			return refuse(c, EBUSY, "the device is in use (mounted or held)");
-		if (fd >= 0)
-			close(fd);
-		devs[n++] = t->st.st_rdev;
-	} else {
-		n = loop_devices(&t->st, devs, sizeof(devs) / sizeof(devs[0]),
-				 busy, sizeof(busy));
-	}
-	mnt = find_mount(devs, n, &t->st);
-	if (mnt) {
-		int err = si_error(c->h, EBUSY, "%s: mounted on %s; unmount it first; nothing was changed",
-				   c->name, mnt);
-
-		free(mnt);
-		return err;
-	}
-	if (*busy)
-		return si_error(c->h, EBUSY,
-				"%s: /dev/%s, a loop device on it, is in use (mounted, perhaps in another mount namespace); nothing was changed",
-				c->name, busy);
-	return 0;
-}
-
 /* ---- which inodes ---- */
 
 static bool is_special(const struct e4_ctx *c, ext2_ino_t ino)
@@ -879,245 +565,6 @@ static int plan_runs(struct e4_ctx *c, struct e4_runs *rs)
 	return err;
 }
 
-/* ---- EA blocks ---- */
-
-static int range_cmp(const void *a, const void *b)
-{
-	const struct e4_range *x = a, *y = b;
-
-	return x->first < y->first ? -1 : x->first > y->first;
-}
-
-static int add_range(struct e4_ctx *c, size_t *cap, blk64_t first, blk64_t n)
-{
-	if (!n)
-		return 0;
-	if (c->sh->nr_meta == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 256;
-		struct e4_range *m = realloc(c->sh->meta, ncap * sizeof(*m));
-
-		if (!m)
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		c->sh->meta = m;
-		*cap = ncap;
-	}
-	c->sh->meta[c->sh->nr_meta++] = (struct e4_range){ first, first + n - 1 };
-	return 0;
-}
-
-/*
- * The static metadata an EA block may never be: superblocks, group
- * descriptors, bitmaps and inode tables.  Built when the first EA block
- * is met, with the block bitmap an EA block must be marked in.
- */
-static int build_meta(struct e4_ctx *c)
-{
-	ext2_filsys fs = c->fs;
-	blk64_t old_blocks = ext2fs_has_feature_meta_bg(fs->super) ?
-		fs->super->s_first_meta_bg :
-		fs->desc_blocks + fs->super->s_reserved_gdt_blocks;
-	size_t cap = 0;
-	errcode_t err;
-	int e = 0;
-
-	err = ext2fs_read_block_bitmap(fs);
-	if (err)
-		return e4_fail(c, err, "reading the block bitmaps");
-	c->sh->have_bbitmap = true;
-	for (dgrp_t g = 0; !e && g < fs->group_desc_count; g++) {
-		blk64_t super, old_desc, new_desc;
-		blk_t used;
-
-		ext2fs_super_and_bgd_loc2(fs, g, &super, &old_desc, &new_desc, &used);
-		e = add_range(c, &cap, super, super || g == 0 ? 1 : 0);
-		if (!e && old_desc)
-			e = add_range(c, &cap, old_desc, old_blocks);
-		if (!e)
-			e = add_range(c, &cap, new_desc, new_desc ? 1 : 0);
-		if (!e)
-			e = add_range(c, &cap, ext2fs_block_bitmap_loc(fs, g), 1);
-		if (!e)
-			e = add_range(c, &cap, ext2fs_inode_bitmap_loc(fs, g), 1);
-		if (!e)
-			e = add_range(c, &cap, ext2fs_inode_table_loc(fs, g),
-				      fs->inode_blocks_per_group);
-	}
-	if (e)
-		return e;
-	qsort(c->sh->meta, c->sh->nr_meta, sizeof(*c->sh->meta), range_cmp);
-	/* A running maximum of the ends makes one binary search enough. */
-	for (size_t i = 1; i < c->sh->nr_meta; i++)
-		if (c->sh->meta[i].last < c->sh->meta[i - 1].last)
-			c->sh->meta[i].last = c->sh->meta[i - 1].last;
-	return 0;
-}
-
-static bool in_meta(const struct e4_ctx *c, blk64_t blk)
-{
-	size_t lo = 0, hi = c->sh->nr_meta;
-
-	/* The last range starting at or before blk, whose end is the maximum so far. */
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (c->sh->meta[mid].first <= blk)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 && c->sh->meta[lo - 1].last >= blk;
-}
-
-static int check_ea_blk(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
-{
-	ext2_filsys fs = c->fs;
-	int err;
-
-	if (!c->sh->have_bbitmap) {
-		err = build_meta(c);
-		if (err)
-			return err;
-	}
-	if (blk < fs->super->s_first_data_block || blk >= ext2fs_blocks_count(fs->super) ||
-	    in_meta(c, blk) || !ext2fs_test_block_bitmap2(fs->block_map, blk))
-		return si_error(c->h, EUCLEAN,
-				"%s: inode %u: EA block %llu is not an allocated data block; nothing was changed",
-				c->name, ino, (unsigned long long)blk);
-	return 0;
-}
-
-static size_t ea_slot(const struct e4_ctx *c, blk64_t blk)
-{
-	uint64_t x = blk * 0x9e3779b97f4a7c15ull;
-
-	return (size_t)(x >> 17) & (c->sh->ea_cap - 1);
-}
-
-static struct e4_ea *ea_lookup(struct e4_ctx *c, blk64_t blk)
-{
-	size_t i = ea_slot(c, blk);
-
-	while (c->sh->ea[i].blk && c->sh->ea[i].blk != blk)
-		i = (i + 1) & (c->sh->ea_cap - 1);
-	return &c->sh->ea[i];
-}
-
-static int ea_grow(struct e4_ctx *c)
-{
-	struct e4_ea *old = c->sh->ea;
-	size_t n = c->sh->ea_cap;
-
-	c->sh->ea_cap = n ? n * 2 : 1024;
-	c->sh->ea = calloc(c->sh->ea_cap, sizeof(*c->sh->ea));
-	if (!c->sh->ea) {
-		c->sh->ea = old;
-		c->sh->ea_cap = n;
-		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	}
-	for (size_t i = 0; i < n; i++)
-		if (old[i].blk)
-			*ea_lookup(c, old[i].blk) = old[i];
-	free(old);
-	return 0;
-}
-
-/*
- * Reads one EA block and shifts it in buf.  Values that outgrow an
- * unshared block go to c->pull, for the inode body, if inodes have one.
- */
-static int ea_compute(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk,
-		      unsigned char *buf)
-{
-	errcode_t err = io_channel_read_blk64(c->fs->io, blk, 1, buf);
-
-	if (err)
-		return e4_fail(c, err, "reading EA block %llu", (unsigned long long)blk);
-	c->pull.len = c->pull.nr = 0;
-	return e4_xattr_block(c, ino, blk, buf,
-			      c->isz > EXT2_GOOD_OLD_INODE_SIZE ? &c->pull : NULL);
-}
-
-/* Keeps a shifted block if the budget allows; replays it otherwise. */
-static unsigned char *keep(struct e4_ctx *c, unsigned char *buf, size_t len)
-{
-	if (c->sh->kept + len > c->sh->budget) {
-		free(buf);
-		return NULL;
-	}
-	c->sh->kept += len;
-	return buf;
-}
-
-static int ea_met(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
-{
-	struct e4_ea *e;
-	unsigned char *buf;
-	int res;
-
-	if (c->sh->ea_nr * 2 >= c->sh->ea_cap && ea_grow(c) < 0)
-		return -ENOMEM;
-	e = ea_lookup(c, blk);
-	if (e->blk) {
-		if ((e->res & SI_UNMAPPED) && !c->replay)
-			c->h->tally.pending = true;
-		if (!c->replay)
-			e->nref++;
-		return (int)e->res;
-	}
-	res = check_ea_blk(c, ino, blk);
-	if (res < 0)
-		return res;
-	buf = malloc(c->bsz);
-	if (!buf)
-		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	res = ea_compute(c, ino, blk, buf);
-	if (res >= 0 && (res & E4_MOVED)) {
-		/* Its grown values go to the body of the one inode using it. */
-		e->edit = calloc(1, sizeof(*e->edit));
-		if (!e->edit || e4_moved_copy(c, &e->edit->pulled, &c->pull) < 0) {
-			free(e->edit);
-			e->edit = NULL;
-			res = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		}
-	}
-	if (res < 0) {
-		free(buf);
-		return res;
-	}
-	e->blk = blk;
-	e->res = (unsigned int)res;
-	e->nref = 1;
-	e->buf = res & SI_CHANGED ? keep(c, buf, c->bsz) : (free(buf), NULL);
-	c->sh->ea_nr++;
-	return res;
-}
-
-/*
- * Shifts an inode's EA block the first time one of its inodes is met;
- * later inodes sharing it only learn what it held.  Planning threads
- * meet blocks in any order: whoever comes first shifts the block.
- */
-static int ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk)
-{
-	int res;
-
-	pthread_mutex_lock(&c->sh->lock);
-	res = ea_met(c, ino, blk);
-	pthread_mutex_unlock(&c->sh->lock);
-	return res;
-}
-
-/* The edit planned for a known EA block (the table may grow meanwhile). */
-static const struct e4_edit *ea_edit(struct e4_ctx *c, blk64_t blk)
-{
-	const struct e4_edit *ed;
-
-	pthread_mutex_lock(&c->sh->lock);
-	ed = ea_lookup(c, blk)->edit;
-	pthread_mutex_unlock(&c->sh->lock);
-	return ed;
-}
-
 /* ---- inodes ---- */
 
 static uint32_t get_id(const unsigned char *raw, unsigned int lo, unsigned int hi)
@@ -1198,10 +645,7 @@ static int shift_ibody(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 /* ---- values that outgrow their place ---- */
 
 /* A refusal naming the inode by its path (read only for the message). */
-static int refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
+int e4_refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
 {
 	char path[4096], what[512];
 	va_list ap;
@@ -1249,9 +693,9 @@ static int pull_into_body(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw,
 	    !e4_xattr_insert(E4_AREA_INODE, base, base, end, &ed->pulled))
 		return 0;
 	memcpy(raw, save, c->isz);
-	return refuse_ino(c, ino, ENOSPC,
-			  "the grown %s value fits neither in its full EA block nor in the inode",
-			  e4_moved_names(&ed->pulled));
+	return e4_refuse_ino(c, ino, ENOSPC,
+			     "the grown %s value fits neither in its full EA block nor in the inode",
+			     e4_moved_names(&ed->pulled));
 }
 
 /* Planning: notes an inode whose grown values leave its body. */
@@ -1334,10 +778,10 @@ static int move_entries(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw,
 			blk64_t blk, int body, int ea)
 {
 	if ((body & E4_MOVED) && (ea & E4_MOVED))
-		return refuse_ino(c, ino, ENOSPC,
-				  "grown security.capability or override_stat values fit neither in the inode nor in its EA block");
+		return e4_refuse_ino(c, ino, ENOSPC,
+				     "grown security.capability or override_stat values fit neither in the inode nor in its EA block");
 	if (ea & E4_MOVED)
-		return pull_into_body(c, ino, raw, ea_edit(c, blk));
+		return pull_into_body(c, ino, raw, e4_ea_edit(c, blk));
 	return c->replay ? spill_apply(c, ino, raw) : spill_record(c, ino, raw, blk);
 }
 
@@ -1400,7 +844,7 @@ static int shift_inode(struct e4_ctx *c, ext2_ino_t ino, unsigned char *raw)
 	if (ext2fs_has_feature_64bit(c->fs->super))
 		blk |= (blk64_t)get16(raw + I_FILE_ACL_HIGH) << 32;
 	if (blk) {
-		ea = ea_visit(c, ino, blk);
+		ea = e4_ea_visit(c, ino, blk);
 		if (ea < 0)
 			return ea;
 	}
@@ -1758,226 +1202,6 @@ static int plan_inodes(struct e4_ctx *c, struct e4_runs *rs)
 	return err;
 }
 
-/* ---- where spilled values go ---- */
-
-#define REFCOUNT_MAX	1024	/* the kernel shares an EA block no further */
-
-/* The shifted contents of a known EA block, before any edit. */
-static int ea_base(struct e4_ctx *c, const struct e4_ea *e, unsigned char *buf)
-{
-	int res;
-
-	if (e->buf) {
-		memcpy(buf, e->buf, c->bsz);
-		return 0;
-	}
-	c->replay = true;
-	res = ea_compute(c, 0, e->blk, buf);
-	c->replay = false;
-	return res < 0 ? res : 0;
-}
-
-/* Would an EA block holding buf take the entries m too?  buf changes. */
-static bool fits(const struct e4_ctx *c, unsigned char *buf, const struct e4_moved *m)
-{
-	return !e4_xattr_insert(E4_AREA_BLOCK, buf, buf + E4_XA_HDR, buf + c->bsz, m);
-}
-
-/*
- * Picks a free block near the inode, as the kernel does, and marks it
- * in the in-memory bitmap only: the counts, descriptors and bitmaps on
- * disk change when the block is written (write_new()).
- */
-static int new_block(struct e4_ctx *c, ext2_ino_t ino, blk64_t from, uint32_t refs,
-		     const struct e4_moved *m, blk64_t *blk)
-{
-	ext2_filsys fs = c->fs;
-	blk64_t goal = ext2fs_group_first_block2(fs, ext2fs_group_of_ino(fs, ino));
-	errcode_t err;
-
-	if (c->nr_new == c->cap_new) {
-		size_t cap = c->cap_new ? c->cap_new * 2 : 16;
-		struct e4_newblk *nb = realloc(c->newblk, cap * sizeof(*nb));
-
-		if (!nb)
-			return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		c->newblk = nb;
-		c->cap_new = cap;
-	}
-	err = ext2fs_new_block2(fs, goal, NULL, blk);
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL)
-		return refuse_ino(c, ino, ENOSPC,
-				  "no free block for the EA block its grown %s value needs",
-				  e4_moved_names(m));
-	if (err)
-		return e4_fail(c, err, "allocating an EA block");
-	ext2fs_mark_block_bitmap2(fs->block_map, *blk);
-	c->newblk[c->nr_new++] = (struct e4_newblk){ *blk, from, refs, m };
-	return 0;
-}
-
-/* New blocks for inodes moving the same entries, shared as far as the kernel shares. */
-static int spread(struct e4_ctx *c, struct e4_spill **sp, size_t n, blk64_t from)
-{
-	for (size_t i = 0; i < n; i += REFCOUNT_MAX) {
-		size_t k = n - i < REFCOUNT_MAX ? n - i : REFCOUNT_MAX;
-		blk64_t blk;
-		int err = new_block(c, sp[i]->ino, from, (uint32_t)k, &sp[i]->m, &blk);
-
-		if (err)
-			return err;
-		for (size_t j = i; j < i + k; j++)
-			sp[j]->to = blk;
-	}
-	return 0;
-}
-
-/* The end of the run of spills from sp[a] that move the same entries. */
-static size_t same_end(struct e4_spill **sp, size_t a, size_t n)
-{
-	size_t b = a + 1;
-
-	while (b < n && e4_moved_same(&sp[a]->m, &sp[b]->m))
-		b++;
-	return b;
-}
-
-/* Inodes without an EA block: one new block per set of entries. */
-static int plan_fresh(struct e4_ctx *c, struct e4_spill **sp, size_t n,
-		      unsigned char *buf)
-{
-	for (size_t a = 0, b; a < n; a = b) {
-		int err;
-
-		b = same_end(sp, a, n);
-		e4_xattr_block_init(buf, c->bsz);
-		if (!fits(c, buf, &sp[a]->m))
-			return refuse_ino(c, sp[a]->ino, ENOSPC,
-					  "its grown %s value does not fit in an EA block",
-					  e4_moved_names(&sp[a]->m));
-		err = spread(c, sp + a, b - a, 0);
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-/*
- * Inodes using one EA block.  When all of its users move the same
- * entries, the block takes them in place and stays shared; otherwise
- * the kernel would copy it on write: those that move get a copy with
- * their entries, shared among them, and the block counts them out.
- */
-static int plan_from(struct e4_ctx *c, struct e4_spill **sp, size_t n,
-		     unsigned char *buf, unsigned char *tmp)
-{
-	blk64_t from = sp[0]->from;
-	struct e4_ea *e = ea_lookup(c, from);
-	size_t keep = n, b;
-	uint32_t refs;
-	bool ok;
-	int err;
-
-	if (e->blk != from)
-		return si_error(c->h, EIO, "%s: EA block %llu was not planned", c->name,
-				(unsigned long long)from);
-	err = ea_base(c, e, buf);
-	if (err)
-		return err;
-	refs = get32(buf + 4);
-	/* When every user moves, the largest set keeps the block. */
-	if (n == e->nref)
-		for (size_t a = 0, most = 0; a < n; a = b) {
-			b = same_end(sp, a, n);
-			if (b - a > most) {
-				most = b - a;
-				keep = a;
-			}
-		}
-	if (!e->edit && !(e->edit = calloc(1, sizeof(*e->edit))))
-		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	for (size_t a = 0; a < n; a = b) {
-		b = same_end(sp, a, n);
-		memcpy(tmp, buf, c->bsz);
-		ok = fits(c, tmp, &sp[a]->m);
-		if (!ok && refs > 1)
-			return refuse_ino(c, sp[a]->ino, ENOSPC,
-					  "the inode has no room for its grown %s value, and its EA block %llu, shared by %u inodes, has none either (nor would a copy of it)",
-					  e4_moved_names(&sp[a]->m), (unsigned long long)from, refs);
-		if (!ok)
-			return refuse_ino(c, sp[a]->ino, ENOSPC,
-					  "the grown %s value fits neither in the inode nor in its EA block %llu",
-					  e4_moved_names(&sp[a]->m), (unsigned long long)from);
-		if (a == keep) {
-			e->edit->add = &sp[a]->m;
-			for (size_t j = a; j < b; j++)
-				sp[j]->to = from;
-			continue;
-		}
-		err = spread(c, sp + a, b - a, from);
-		if (err)
-			return err;
-		e->edit->drop += (uint32_t)(b - a);
-	}
-	if (e->edit->drop && e->edit->drop >= refs)
-		return refuse_ino(c, sp[0]->ino, EUCLEAN,
-				  "its EA block %llu counts %u users, but %u inodes use it (run e2fsck)",
-				  (unsigned long long)from, refs, e->nref);
-	return 0;
-}
-
-static int spill_cmp(const void *pa, const void *pb)
-{
-	const struct e4_spill *x = *(const struct e4_spill *const *)pa;
-	const struct e4_spill *y = *(const struct e4_spill *const *)pb;
-	int r;
-
-	if (x->from != y->from)
-		return x->from < y->from ? -1 : 1;
-	if (x->m.len != y->m.len)
-		return x->m.len < y->m.len ? -1 : 1;
-	r = memcmp(x->m.buf, y->m.buf, x->m.len);
-	if (r)
-		return r;
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-/*
- * Decides, before anything is written, the EA block each spilling
- * inode ends up with, grouped by the block it has and what it moves.
- */
-static int plan_spills(struct e4_ctx *c)
-{
-	size_t n = c->nr_spill;
-	struct e4_spill **sp;
-	unsigned char *buf;
-	int err = 0;
-
-	if (!n)
-		return 0;
-	if (!c->sh->have_bbitmap && (err = build_meta(c)))
-		return err;
-	sp = malloc(n * sizeof(*sp));
-	buf = malloc(2 * (size_t)c->bsz);
-	if (!sp || !buf) {
-		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-		goto out_free;
-	}
-	for (size_t i = 0; i < n; i++)
-		sp[i] = &c->spill[i];
-	qsort(sp, n, sizeof(*sp), spill_cmp);
-	for (size_t a = 0, b; !err && a < n; a = b) {
-		for (b = a + 1; b < n && sp[b]->from == sp[a]->from; b++)
-			;
-		err = sp[a]->from ? plan_from(c, sp + a, b - a, buf, buf + c->bsz) :
-				    plan_fresh(c, sp + a, b - a, buf);
-	}
-out_free:
-	free(buf);
-	free(sp);
-	return err;
-}
-
 /* ---- writing ---- */
 
 /*
@@ -2012,164 +1236,6 @@ static int write_runs(struct e4_ctx *c, struct e4_runs *rs)
 	}
 	c->replay = false;
 	return err;
-}
-
-/* The final contents of a known EA block: shifted, then edited as planned. */
-static int ea_final(struct e4_ctx *c, const struct e4_ea *e, unsigned char *buf)
-{
-	int err = ea_base(c, e, buf);
-
-	if (err || !e->edit)
-		return err;
-	if (e->edit->add && !fits(c, buf, e->edit->add))
-		return si_error(c->h, EIO, "%s: EA block %llu: planned entries do not fit",
-				c->name, (unsigned long long)e->blk);
-	put32(buf + 4, get32(buf + 4) - e->edit->drop);
-	e4_xattr_block_seal(c, e->blk, buf, false);
-	return 0;
-}
-
-static int write_ea(struct e4_ctx *c, unsigned char *tmp)
-{
-	int err = 0;
-
-	for (size_t i = 0; !err && i < c->sh->ea_cap; i++) {
-		struct e4_ea *e = &c->sh->ea[i];
-
-		if (!e->blk || (!(e->res & SI_CHANGED) && !e->edit))
-			continue;
-		if (e->buf && !e->edit) {
-			err = e4_write_blocks(c, e->blk, 1, e->buf);
-			continue;
-		}
-		err = ea_final(c, e, tmp);
-		if (!err)
-			err = e4_write_blocks(c, e->blk, 1, tmp);
-	}
-	return err;
-}
-
-/*
- * The blocks allocated for spilled entries: the entries alone, or a
- * copy of the shared block they leave with the entries added.  Their
- * allocation reaches the bitmaps, group descriptors and superblock
- * libext2fs writes when the image is closed.
- */
-static int write_new(struct e4_ctx *c, unsigned char *buf)
-{
-	for (size_t i = 0; i < c->nr_new; i++) {
-		const struct e4_newblk *nb = &c->newblk[i];
-		int err = 0;
-
-		if (nb->from)
-			err = ea_base(c, ea_lookup(c, nb->from), buf);
-		else
-			e4_xattr_block_init(buf, c->bsz);
-		if (!err && !fits(c, buf, nb->m))
-			err = si_error(c->h, EIO, "%s: EA block %llu: planned entries do not fit",
-				       c->name, (unsigned long long)nb->blk);
-		if (err)
-			return err;
-		put32(buf + 4, nb->refs);
-		e4_xattr_block_seal(c, nb->blk, buf, true);
-		ext2fs_block_alloc_stats2(c->fs, nb->blk, +1);
-		err = e4_write_blocks(c, nb->blk, 1, buf);
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-/* ---- the copy for -o OUT ---- */
-
-/* Copies the data regions only, so a sparse image stays sparse. */
-static int copy_sparse(struct e4_ctx *c, int in, int out, off_t size)
-{
-	off_t pos = 0;
-
-	while (pos < size) {
-		off_t data = lseek(in, pos, SEEK_DATA), hole;
-
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0) {
-			/* No SEEK_DATA (a block device): everything is data. */
-			data = pos;
-			hole = size;
-		} else {
-			hole = lseek(in, data, SEEK_HOLE);
-			if (hole < 0)
-				hole = size;
-		}
-		for (off_t at = data; at < hole;) {
-			loff_t from = at, to = at;
-			ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(hole - at), 0);
-
-			if (n <= 0) {
-				if (n < 0 && (errno == EXDEV || errno == ENOSYS ||
-					      errno == EINVAL || errno == EOPNOTSUPP))
-					n = 0;
-				else if (n < 0)
-					return si_error(c->h, errno, "%s: copying: %s",
-							c->name, strerror(errno));
-				/* Fall back to plain read and write. */
-				char buf[1 << 16];
-				ssize_t r = pread(in, buf, sizeof(buf) < (size_t)(hole - at) ?
-						  sizeof(buf) : (size_t)(hole - at), at);
-
-				if (r <= 0 || pwrite(out, buf, (size_t)r, at) != r)
-					return si_error(c->h, r < 0 ? errno : EIO,
-							"%s: copying failed", c->name);
-				n = r;
-			}
-			at += n;
-		}
-		pos = hole;
-	}
-	if (ftruncate(out, size) < 0)
-		return si_error(c->h, errno, "%s: %s", c->name, strerror(errno));
-	return 0;
-}
-
-static off_t target_size(const struct si_target *t)
-{
-	uint64_t sz = 0;
-
-	if (S_ISBLK(t->st.st_mode))
-		return ioctl(t->fd, BLKGETSIZE64, &sz) < 0 ? -1 : (off_t)sz;
-	return t->st.st_size;
-}
-
-/* Makes OUT.tmp, a copy of the target (a reflink where possible). */
-static int make_copy(struct e4_ctx *c, const struct si_target *t,
-		     const char *out, char **tmpp, int *fdp)
-{
-	char *tmp;
-	int fd, err;
-	off_t size = target_size(t);
-
-	if (size < 0)
-		return si_error(c->h, errno, "%s: %s", c->name, strerror(errno));
-	if (asprintf(&tmp, "%s.shiftimg-tmp", out) < 0)
-		return si_error(c->h, ENOMEM, "%s: out of memory", c->name);
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, t->st.st_mode & 0666);
-	if (fd < 0) {
-		err = si_error(c->h, errno, "%s: %s", tmp, strerror(errno));
-		free(tmp);
-		return err;
-	}
-	err = 0;
-	if (!S_ISREG(t->st.st_mode) || ioctl(fd, FICLONE, t->fd) < 0)
-		err = copy_sparse(c, t->fd, fd, size);
-	if (err) {
-		close(fd);
-		unlink(tmp);
-		free(tmp);
-		return err;
-	}
-	*tmpp = tmp;
-	*fdp = fd;
-	return 0;
 }
 
 /* ---- the passes ---- */
@@ -2215,17 +1281,17 @@ static int plan(struct e4_ctx *c, const struct si_target *t, struct e4_runs *rs)
 {
 	int err;
 
-	err = check_mounted(c, t);
+	err = e4_check_mounted(c, t);
 	if (!err)
-		err = check_super(c);
+		err = e4_check_super(c);
 	if (!err)
-		err = check_desc(c);
+		err = e4_check_desc(c);
 	if (!err)
 		err = plan_runs(c, rs);
 	if (!err)
 		err = plan_inodes(c, rs);
 	if (!err)
-		err = plan_spills(c);
+		err = e4_plan_spills(c);
 	if (!err)
 		err = e4_quota_plan(c);
 	return err;
@@ -2244,9 +1310,9 @@ static int apply(struct e4_ctx *c, struct e4_runs *rs)
 	if (!err && (c->sh->ea_nr || c->nr_new) && !(tmp = malloc(c->bsz)))
 		err = si_error(c->h, ENOMEM, "%s: out of memory", c->name);
 	if (!err)
-		err = write_ea(c, tmp);
+		err = e4_write_ea(c, tmp);
 	if (!err)
-		err = write_new(c, tmp);
+		err = e4_write_new(c, tmp);
 	free(tmp);
 	/* The quota files are written by libext2fs, after everything journaled. */
 	if (!err)
@@ -2305,7 +1371,7 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	err = shared_init(&sh);
 	if (err)
 		return si_error(h, -err, "%s: %s", c.name, strerror(-err));
-	err = open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
+	err = e4_open_fs(&c, fd, c.apply, S_ISBLK(t->st.st_mode));
 	if (err)
 		goto out_lock;
 	c.scratch = scratch_new(&c);
@@ -2316,7 +1382,7 @@ static int shift_fd(struct shiftimg *h, const struct si_target *t, int fd,
 	if (c.apply && c.csum && c.isz > I_EXTRA_ISIZE)
 		csum_tables(&c);
 	if (c.apply && flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		err = refuse(&c, EBUSY, "another process holds a lock on it");
+		err = e4_refuse(&c, EBUSY, "another process holds a lock on it");
 		goto out_close;
 	}
 	err = plan(&c, t, &rs);
@@ -2345,9 +1411,9 @@ static int ext4_shift(struct shiftimg *h, const struct si_target *t,
 	struct e4_ctx c = { .h = h, .name = t->path };
 
 	/* A copy of a mounted filesystem would be torn. */
-	err = check_mounted(&c, t);
+	err = e4_check_mounted(&c, t);
 	if (!err)
-		err = make_copy(&c, t, out, &tmp, &fd);
+		err = e4_make_copy(&c, t, out, &tmp, &fd);
 	if (err)
 		return err;
 	struct si_target copy = *t;
@@ -2376,6 +1442,6 @@ const struct si_backend si_ext4_backend = {
 	/* Every refusal is decided before the first write. */
 	.flags = SI_BACKEND_ATOMIC,
 	.options = ext4_options,
-	.probe = ext4_probe,
+	.probe = e4_probe,
 	.shift = ext4_shift,
 };

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The ext4 backend's private pieces: the run context shared by ext4.c
- * (superblock checks, inode tables, EA blocks, copies), ext4-xattr.c
- * (xattr areas in inodes and EA blocks) and ext4-quota.c (quota files).
+ * (inode tables), ext4-open.c (the probe, opening, the superblock and
+ * mount checks, copies), ext4-eablock.c (EA blocks, and where spilled
+ * values go), ext4-xattr.c (xattr areas in inodes and EA blocks) and
+ * ext4-quota.c (quota files).
  */
 #ifndef SHIFTIMG_EXT4_H
 #define SHIFTIMG_EXT4_H
@@ -147,6 +149,43 @@ int e4_fail(struct e4_ctx *c, errcode_t err, const char *fmt, ...)
 uint32_t e4_crc32c(uint32_t crc, const void *p, size_t len);
 /* "PATH (inode N)", or "<inode N>"; reads every directory: errors only. */
 const char *e4_path(struct e4_ctx *c, ext2_ino_t ino, char *buf, size_t size);
+/* A refusal naming the inode by its path (read only for the message). */
+int e4_refuse_ino(struct e4_ctx *c, ext2_ino_t ino, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* ext4-open.c */
+/* A superblock at 1024, or a partition table (for --offset). */
+bool e4_probe(const struct si_target *t);
+/*
+ * Opens the filesystem through the descriptor the driver checked (at
+ * --offset), and fills in c's sizes and checksum seed.
+ */
+int e4_open_fs(struct e4_ctx *c, int fd, bool rw, bool blockdev);
+/* "TARGET: why; nothing was changed". */
+int e4_refuse(struct e4_ctx *c, int err, const char *why);
+/* The states in which rewriting metadata behind the kernel's back is unsafe. */
+int e4_check_super(struct e4_ctx *c);
+int e4_check_desc(struct e4_ctx *c);
+/* Refuses an image mounted, or held through a loop device on it. */
+int e4_check_mounted(struct e4_ctx *c, const struct si_target *t);
+/* Makes OUT.shiftimg-tmp, a copy of the target (a reflink where possible). */
+int e4_make_copy(struct e4_ctx *c, const struct si_target *t,
+		 const char *out, char **tmpp, int *fdp);
+
+/* ext4-eablock.c */
+/*
+ * Planning: shifts an inode's EA block the first time one of its inodes
+ * is met; returns what the block held (SI_CHANGED/SI_UNMAPPED/
+ * E4_PRIV_CAP/E4_MOVED bits) or si_error()'s value.
+ */
+int e4_ea_visit(struct e4_ctx *c, ext2_ino_t ino, blk64_t blk);
+/* The edit planned for a known EA block. */
+const struct e4_edit *e4_ea_edit(struct e4_ctx *c, blk64_t blk);
+/* Decides the EA block each spilling inode ends up with. */
+int e4_plan_spills(struct e4_ctx *c);
+/* Writing: the changed EA blocks, then those allocated for spills. */
+int e4_write_ea(struct e4_ctx *c, unsigned char *tmp);
+int e4_write_new(struct e4_ctx *c, unsigned char *buf);
 
 /* ext4-xattr.c */
 enum e4_area { E4_AREA_INODE, E4_AREA_BLOCK };

@@ -15,7 +15,7 @@
  * inodes (the set that shifts each one once), not the number of files.
  *
  * A journaled run walks once: the check pass writes the plan to the
- * journal, and the apply pass replays it from there (journal.c).  An
+ * journal, and the apply pass replays it from there (journal-tree.c).  An
  * unjournaled run that is checked first walks twice; the note of inodes
  * with id-bearing xattrs that its check pass leaves for the apply pass
  * is a filter of a fixed size (128 KB).
