@@ -138,28 +138,30 @@ static int add_entry(struct classic *c, struct archive_entry *ae, const char *na
 	return 0;
 }
 
-static int unpack_entry(struct classic *c, struct archive *a, struct archive_entry *ae)
+static int unpack_entry(struct shiftimg *h, struct archive *a, struct archive_entry *ae,
+			void *arg)
 {
+	struct classic *c = arg;
 	const char *raw = archive_entry_pathname(ae), *link;
 	unsigned int type = archive_entry_filetype(ae);
 	char name[PATH_MAX], p[PATH_MAX * 2];
 	size_t n;
-	int fd, err;
+	int err;
 
 	while (raw[0] == '.' && raw[1] == '/')
 		raw += 2;
 	n = strlen(raw);
 	if (n >= sizeof(name))
-		return si_error(c->h, ENAMETOOLONG, "%s: '%s': name too long", c->target, raw);
+		return si_error(h, ENAMETOOLONG, "%s: '%s': name too long", c->target, raw);
 	memcpy(name, raw, n + 1);
 	while (n && name[n - 1] == '/')
 		name[--n] = '\0';
 	if (!classic_name(name, type) || find_entry(c, name))
-		return si_error(c->h, EINVAL, "%s: '%s' is not a file of a docker save archive",
+		return si_error(h, EINVAL, "%s: '%s' is not a file of a docker save archive",
 				c->target, raw);
 	link = archive_entry_symlink(ae);
 	if (type == AE_IFLNK && !classic_link(link))
-		return si_error(c->h, EINVAL, "%s: '%s' is a symlink to '%s', outside the archive's layers",
+		return si_error(h, EINVAL, "%s: '%s' is a symlink to '%s', outside the archive's layers",
 				c->target, name, link);
 	err = add_entry(c, ae, name);
 	if (err)
@@ -167,7 +169,7 @@ static int unpack_entry(struct classic *c, struct archive *a, struct archive_ent
 	snprintf(p, sizeof(p), "%s/%s", c->dir, name);
 	if (type == AE_IFDIR)
 		return mkdir(p, 0755) < 0 && errno != EEXIST ?
-		       si_error(c->h, errno, "%s: %s", p, strerror(errno)) : 0;
+		       si_error(h, errno, "%s: %s", p, strerror(errno)) : 0;
 	/* A file inside <id>/ may come before <id>/ itself, or without it. */
 	if (strchr(name, '/')) {
 		char d[PATH_MAX * 2];
@@ -177,44 +179,10 @@ static int unpack_entry(struct classic *c, struct archive *a, struct archive_ent
 	}
 	if (type == AE_IFLNK)
 		return symlink(link, p) < 0 ?
-		       si_error(c->h, errno, "%s: %s", p, strerror(errno)) : 0;
-	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return si_error(c->h, errno, "%s: %s", p, strerror(errno));
-	if (archive_read_data_into_fd(a, fd) != ARCHIVE_OK)
-		err = si_error(c->h, EIO, "%s: %s", c->target, archive_error_string(a));
-	close(fd);
-	return err;
+		       si_error(h, errno, "%s: %s", p, strerror(errno)) : 0;
+	return si_archive_extract(h, a, c->target, p);
 }
 
-static int unpack(struct classic *c)
-{
-	struct archive *a = archive_read_new();
-	struct archive_entry *ae;
-	int fd, r = ARCHIVE_OK, err = 0;
-
-	if (!a)
-		return si_error(c->h, ENOMEM, "out of memory");
-	fd = open(c->target, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = si_error(c->h, errno, "%s: %s", c->target, strerror(errno));
-		goto out_free;
-	}
-	archive_read_support_format_tar(a);
-	if (archive_read_open_fd(a, fd, COPY_BUF) != ARCHIVE_OK) {
-		err = si_error(c->h, EINVAL, "%s: %s", c->target, archive_error_string(a));
-		goto out_close;
-	}
-	while (!err && (r = archive_read_next_header(a, &ae)) == ARCHIVE_OK)
-		err = unpack_entry(c, a, ae);
-	if (!err && r != ARCHIVE_EOF)
-		err = si_error(c->h, EINVAL, "%s: %s", c->target, archive_error_string(a));
-out_close:
-	close(fd);
-out_free:
-	archive_read_free(a);
-	return err;
-}
 
 /* A small file of the unpacked archive, whole and NUL-terminated. */
 static int read_small(struct classic *c, const char *name, char **buf, size_t *len)
@@ -362,6 +330,8 @@ static int make_manifest(struct classic *c, struct item *it, char **idx, size_t 
 	err = read_small(c, file, &cfg, &cn);
 	if (!err)
 		err = si_sha256(c->h, cfg, cn, it->config_digest);
+	if (!err)
+		err = link_blob(c, file, it->config_digest);
 	if (err)
 		goto out_free;
 	if (si_json_doc(cfg, cn, &cdoc) < 0 ||
@@ -425,8 +395,6 @@ static int make_manifest(struct classic *c, struct item *it, char **idx, size_t 
 		snprintf(lname, sizeof(lname), LAYOUT "/blobs/sha256/%s", it->manifest + 7);
 		err = write_small(c, lname, m, mn);
 	}
-	if (!err)
-		err = link_blob(c, file = real_file(c, cname), it->config_digest);
 	/* Named by its first tag, in messages. */
 	if (si_json_member(c->mj, it->obj, "RepoTags", &v, NULL) <= 0 ||
 	    str_at(c->mj, v, 0, lname, sizeof(lname)) < 0 || strlen(lname) > 256)
@@ -728,28 +696,17 @@ static void classic_free(struct classic *c)
 	si_json_edits_free(&c->edits);
 }
 
-/* The layout is the run's own: its index.json means nothing to the user. */
-static void notice_without_index(struct shiftimg *h)
-{
-	char *p = strstr(h->notice, ", index.json "), *end;
-
-	end = p ? strstr(p, "... -> ") : NULL;
-	end = end ? strstr(end + 7, "...") : NULL;
-	if (end)
-		memmove(p, end + 3, strlen(end + 3) + 1);
-}
-
 int si_docker_archive_run(struct shiftimg *h, const char *target, const char *out,
 			  bool rewrite)
 {
-	struct classic c = { .h = h, .target = target };
+	struct classic c = { .h = h, .target = target, .renamed.own_layout = true };
 	char lay[PATH_MAX + 8];
 	int err;
 
 	err = si_archive_tmpdir(h, out, c.dir, sizeof(c.dir));
 	if (err)
 		return err;
-	err = unpack(&c);
+	err = si_archive_each(h, target, unpack_entry, &c);
 	if (!err)
 		err = make_layout(&c);
 	/* The layout's layers take -o for themselves. */
@@ -757,7 +714,6 @@ int si_docker_archive_run(struct shiftimg *h, const char *target, const char *ou
 	snprintf(lay, sizeof(lay), "%s/" LAYOUT, c.dir);
 	if (!err)
 		err = si_oci_run_as(h, lay, target, &c.renamed);
-	notice_without_index(h);
 	if (!err && c.renamed.failed)
 		err = si_error(h, ENOMEM, "out of memory");
 	if (!err && c.renamed.nr)

@@ -1053,10 +1053,13 @@ static void set_notice(struct oci *o, const char *old_index, const char *new_ind
 	size_t len;
 
 	len = (size_t)snprintf(h->notice, sizeof(h->notice),
-			       "%.300s: %s %u image%s (%zu layer%s), index.json %.19s... -> %.19s...",
+			       "%.300s: %s %u image%s (%zu layer%s)",
 			       o->name, h->flags & SHIFTIMG_DRY_RUN ? "would shift" : "shifted",
 			       o->images, o->images == 1 ? "" : "s", o->nr_layers,
-			       o->nr_layers == 1 ? "" : "s", old_index, new_index);
+			       o->nr_layers == 1 ? "" : "s");
+	if (!(o->renamed && o->renamed->own_layout))
+		len += (size_t)snprintf(h->notice + len, sizeof(h->notice) - len,
+					", index.json %.19s... -> %.19s...", old_index, new_index);
 	if (o->done && len < sizeof(h->notice))
 		len += (size_t)snprintf(h->notice + len, sizeof(h->notice) - len,
 					"; %u already shifted with this map", o->done);

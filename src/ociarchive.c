@@ -140,46 +140,25 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-/* One entry: a layout's directory or file; anything else is refused. */
-static int unpack_entry(struct shiftimg *h, struct archive *a,
-			struct archive_entry *e, const char *target,
-			const char *dir)
+int si_archive_extract(struct shiftimg *h, struct archive *a, const char *target,
+		       const char *path)
 {
-	const char *name = layout_name(archive_entry_pathname(e));
-	char p[PATH_MAX + 300];
-	int fd, err = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), err = 0;
 
-	if (!name)
-		return si_error(h, EINVAL, "%s: '%s' is not a file of an OCI layout",
-				target, archive_entry_pathname(e));
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	if (archive_entry_filetype(e) == AE_IFDIR)
-		return mkdir(p, 0755) < 0 && errno != EEXIST ?
-		       si_error(h, errno, "%s: %s", p, strerror(errno)) : 0;
-	if (archive_entry_filetype(e) != AE_IFREG)
-		return si_error(h, EINVAL, "%s: '%s' is not a regular file", target, name);
-	if (!strncmp(name, "blobs/", 6)) {
-		char b[PATH_MAX + 300];
-
-		snprintf(b, sizeof(b), "%s/blobs", dir);
-		mkdir(b, 0755);
-		snprintf(b, sizeof(b), "%s/blobs/sha256", dir);
-		mkdir(b, 0755);
-	}
-	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return si_error(h, errno, "%s: %s", p, strerror(errno));
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
 	if (archive_read_data_into_fd(a, fd) != ARCHIVE_OK)
 		err = si_error(h, EIO, "%s: %s", target, archive_error_string(a));
 	close(fd);
 	return err;
 }
 
-static int unpack(struct shiftimg *h, const char *target, const char *dir)
+int si_archive_each(struct shiftimg *h, const char *target, si_archive_entry_fn *fn,
+		    void *arg)
 {
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
-	int fd, r, err = 0;
+	int fd, r = ARCHIVE_OK, err = 0;
 
 	if (!a)
 		return si_error(h, ENOMEM, "out of memory");
@@ -194,7 +173,7 @@ static int unpack(struct shiftimg *h, const char *target, const char *dir)
 		goto out_close;
 	}
 	while (!err && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK)
-		err = unpack_entry(h, a, e, target, dir);
+		err = fn(h, a, e, arg);
 	if (!err && r != ARCHIVE_EOF)
 		err = si_error(h, EINVAL, "%s: %s", target, archive_error_string(a));
 out_close:
@@ -202,6 +181,45 @@ out_close:
 out_free:
 	archive_read_free(a);
 	return err;
+}
+
+struct unpacking {
+	const char *target, *dir;
+};
+
+/* One entry: a layout's directory or file; anything else is refused. */
+static int unpack_entry(struct shiftimg *h, struct archive *a,
+			struct archive_entry *e, void *arg)
+{
+	const struct unpacking *u = arg;
+	const char *name = layout_name(archive_entry_pathname(e));
+	char p[PATH_MAX + 300];
+
+	if (!name)
+		return si_error(h, EINVAL, "%s: '%s' is not a file of an OCI layout",
+				u->target, archive_entry_pathname(e));
+	snprintf(p, sizeof(p), "%s/%s", u->dir, name);
+	if (archive_entry_filetype(e) == AE_IFDIR)
+		return mkdir(p, 0755) < 0 && errno != EEXIST ?
+		       si_error(h, errno, "%s: %s", p, strerror(errno)) : 0;
+	if (archive_entry_filetype(e) != AE_IFREG)
+		return si_error(h, EINVAL, "%s: '%s' is not a regular file", u->target, name);
+	if (!strncmp(name, "blobs/", 6)) {
+		char b[PATH_MAX + 300];
+
+		snprintf(b, sizeof(b), "%s/blobs", u->dir);
+		mkdir(b, 0755);
+		snprintf(b, sizeof(b), "%s/blobs/sha256", u->dir);
+		mkdir(b, 0755);
+	}
+	return si_archive_extract(h, a, u->target, p);
+}
+
+static int unpack(struct shiftimg *h, const char *target, const char *dir)
+{
+	struct unpacking u = { .target = target, .dir = dir };
+
+	return si_archive_each(h, target, unpack_entry, &u);
 }
 
 static int add_file(struct shiftimg *h, struct archive *a, const char *dir,

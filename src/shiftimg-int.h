@@ -148,6 +148,7 @@ struct si_oci_renamed {
 	char (*pair)[2][SI_DIGEST_LEN];
 	size_t nr;
 	bool failed;			/* out of memory: the list is short */
+	bool own_layout;		/* the caller made the layout: its index.json is no news */
 };
 /*
  * The same on a layout unpacked from an archive, called name in
@@ -162,6 +163,16 @@ int si_sha256(struct shiftimg *h, const void *buf, size_t len, char *out);
 /* OCI archives (src/ociarchive.c): a layout as a tar, shifted through one. */
 bool si_oci_archive_probe(const char *path);
 int si_oci_archive_run(struct shiftimg *h, const char *target);
+/* fn on every entry of the tar target, in order, until one fails. */
+struct archive;
+struct archive_entry;
+typedef int si_archive_entry_fn(struct shiftimg *h, struct archive *a,
+				struct archive_entry *e, void *arg);
+int si_archive_each(struct shiftimg *h, const char *target, si_archive_entry_fn *fn,
+		    void *arg);
+/* The current entry's data into a new file path. */
+int si_archive_extract(struct shiftimg *h, struct archive *a, const char *target,
+		       const char *path);
 /* A temporary directory beside out, for an archive unpacked. */
 int si_archive_tmpdir(struct shiftimg *h, const char *out, char *dir, size_t size);
 /*
@@ -170,7 +181,6 @@ int si_archive_tmpdir(struct shiftimg *h, const char *out, char *dir, size_t siz
  * and renamed over it.
  */
 #define SI_ARCHIVE_BUF	(1u << 20)
-struct archive;
 typedef int si_archive_fill_fn(struct shiftimg *h, struct archive *a, char *buf,
 			       void *arg);
 int si_archive_replace(struct shiftimg *h, const char *out, si_archive_fill_fn *fill,
