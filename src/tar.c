@@ -5,7 +5,7 @@
  * An uncompressed tar (its first block is a tar header) is read with
  * read(2), and the file data between headers is copied by the kernel
  * (copy_file_range, or splice when one side is a pipe): only headers
- * pass through tarhdr.c, which rewrites them.  gzip is undone by zlib;
+ * pass through tarhdr.c, which rewrites them.  gzip is undone by gzin.c;
  * anything else goes to libarchive (loaded only then: tarlibs.h), which
  * only detects and undoes the compression (format "raw").  The result
  * is compressed again the same way: gzip by gzpar.c on all cores, the
@@ -63,9 +63,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "backend.h"
+#include "gzin.h"
 #include "gzpar.h"
 #include "tarhdr.h"
 #include "tarlibs.h"
@@ -435,10 +435,7 @@ struct run {
 	bool direct;
 	struct archive *in;
 	/* gzip input is inflated here, so that every member is checked. */
-	z_stream z;
-	bool z_init, z_member_end, z_zeros, in_eof;
-	unsigned char *zbuf;		/* inflated bytes, IN_BLOCK */
-	uint64_t in_read;		/* bytes read from in_fd, first block included */
+	struct gzin *gz_in;
 	char rerr[256];			/* why the input could not be read */
 	int code;			/* ARCHIVE_FILTER_* of the input */
 	int level;
@@ -618,120 +615,41 @@ static la_ssize_t la_read(struct archive *a, void *arg, const void **p)
 	return n;
 }
 
-/* Next compressed bytes: the first block, then the fd. */
-static int gz_fill(struct run *r)
+/* gzip's compressed bytes: the first block again, then the fd. */
+static ssize_t gz_fill(void *arg, const unsigned char **p)
 {
+	struct run *r = arg;
 	ssize_t n;
 
-	if (r->z.avail_in || r->in_eof)
-		return 0;
 	if (!r->head_sent) {
 		r->head_sent = true;
-		r->z.next_in = r->head;
-		r->z.avail_in = (uInt)r->head_len;
-		r->in_read = r->head_len;
-		return 0;
+		*p = r->head;
+		return (ssize_t)r->head_len;
 	}
 	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
-	if (n < 0) {
-		snprintf(r->rerr, sizeof(r->rerr), "%s", strerror((int)-n));
-		return (int)n;
-	}
-	r->in_eof = n == 0;
-	r->z.next_in = r->rbuf;
-	r->z.avail_in = (uInt)n;
-	r->in_read += (uint64_t)n;
-	return 0;
-}
-
-/* Offset in the compressed input of the next byte zlib would take. */
-static uint64_t gz_offset(const struct run *r)
-{
-	return r->in_read - r->z.avail_in;
-}
-
-/*
- * Between two members: another member, or zeros to the end (as gzip
- * accepts); anything else is refused rather than dropped silently.
- * Returns 1 at the end of the input.
- */
-static int gz_next_member(struct run *r)
-{
-	int err;
-
-	for (;;) {
-		err = gz_fill(r);
-		if (err)
-			return err;
-		if (!r->z.avail_in)
-			return 1;
-		if (!r->z_zeros && *r->z.next_in == 0x1f) {
-			if (inflateReset(&r->z) != Z_OK)
-				return -ENOMEM;
-			r->z_member_end = false;
-			return 0;
-		}
-		while (r->z.avail_in && *r->z.next_in == 0) {
-			r->z.next_in++;
-			r->z.avail_in--;
-		}
-		if (r->z.avail_in) {
-			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
-				 r->z_zeros ? "data after the trailing zeros" :
-				 "data that is not gzip", gz_offset(r));
-			return -EIO;
-		}
-		r->z_zeros = true;
-	}
+	*p = r->rbuf;
+	return n;
 }
 
 /* Inflated input for th_stream, every member's CRC-32 and size checked. */
 static ssize_t gz_read(void *arg, const unsigned char **p)
 {
 	struct run *r = arg;
-	int ret, err;
+	ssize_t n;
 
-	run_progress(r, gz_offset(r));
-	for (;;) {
-		if (r->z_member_end) {
-			err = gz_next_member(r);
-			if (err)
-				return err < 0 ? err : 0;
-		}
-		err = gz_fill(r);
-		if (err)
-			return err;
-		r->z.next_out = r->zbuf;
-		r->z.avail_out = IN_BLOCK;
-		ret = inflate(&r->z, Z_NO_FLUSH);
-		if (ret == Z_STREAM_END)
-			r->z_member_end = true;
-		else if (ret == Z_BUF_ERROR && r->in_eof)
-			ret = Z_DATA_ERROR;
-		if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
-			snprintf(r->rerr, sizeof(r->rerr), "gzip: %s at compressed offset %" PRIu64,
-				 r->z.msg ? r->z.msg : r->in_eof ? "unexpected end of stream" :
-				 "cannot inflate", gz_offset(r));
-			return -EIO;
-		}
-		if (r->z.avail_out < IN_BLOCK) {
-			*p = r->zbuf;
-			return (ssize_t)(IN_BLOCK - r->z.avail_out);
-		}
-	}
+	run_progress(r, gzin_offset(r->gz_in));
+	n = gzin_read(r->gz_in, p);
+	if (n < 0)
+		snprintf(r->rerr, sizeof(r->rerr), "%s", gzin_error(r->gz_in));
+	return n;
 }
 
 /* Sets up the gzip reader; the first block is still to be inflated. */
 static int gz_open(struct run *r)
 {
-	size_t len = IN_BLOCK;
-
-	r->zbuf = si_alloc_big(&len);
-	if (!r->zbuf)
+	r->gz_in = gzin_new(gz_fill, r);
+	if (!r->gz_in)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
-	if (inflateInit2(&r->z, 15 + 16) != Z_OK)
-		return si_error(r->h, ENOMEM, "%s: cannot start zlib", r->path);
-	r->z_init = true;
 	r->code = ARCHIVE_FILTER_GZIP;
 	return 0;
 }
@@ -959,9 +877,7 @@ static void run_free(struct run *r)
 		apipe_free(&r->pipe);
 	if (r->in)
 		archive_read_free(r->in);
-	if (r->z_init)
-		inflateEnd(&r->z);
-	free(r->zbuf);
+	gzin_free(r->gz_in);
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
 	free(r->rbuf);
@@ -987,7 +903,7 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 		return err;
 	if (r->direct)
 		r->th.read = direct_read;
-	else if (r->z_init)
+	else if (r->gz_in)
 		r->th.read = gz_read;
 	if (out_fd < 0) {
 		struct stat st;
