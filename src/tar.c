@@ -595,39 +595,31 @@ static int direct_skip(void *arg, uint64_t n)
 	return 0;
 }
 
-/* libarchive's input: the first block again, then the fd. */
-static la_ssize_t la_read(struct archive *a, void *arg, const void **p)
+/* Compressed input: the first block again, then the fd (gzin_fill_fn). */
+static ssize_t packed_read(void *arg, const unsigned char **p)
 {
 	struct run *r = arg;
-	ssize_t n;
-
-	if (!r->head_sent) {
-		r->head_sent = true;
-		*p = r->head;
-		return (la_ssize_t)r->head_len;
-	}
-	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
-	if (n < 0) {
-		archive_set_error(a, (int)-n, "read error: %s", strerror((int)-n));
-		return -1;
-	}
-	*p = r->rbuf;
-	return n;
-}
-
-/* gzip's compressed bytes: the first block again, then the fd. */
-static ssize_t gz_fill(void *arg, const unsigned char **p)
-{
-	struct run *r = arg;
-	ssize_t n;
 
 	if (!r->head_sent) {
 		r->head_sent = true;
 		*p = r->head;
 		return (ssize_t)r->head_len;
 	}
-	n = read_some(r->in_fd, r->rbuf, IN_BLOCK);
 	*p = r->rbuf;
+	return read_some(r->in_fd, r->rbuf, IN_BLOCK);
+}
+
+/* libarchive's input, the same bytes. */
+static la_ssize_t la_read(struct archive *a, void *arg, const void **p)
+{
+	const unsigned char *b;
+	ssize_t n = packed_read(arg, &b);
+
+	if (n < 0) {
+		archive_set_error(a, (int)-n, "read error: %s", strerror((int)-n));
+		return -1;
+	}
+	*p = b;
 	return n;
 }
 
@@ -647,7 +639,7 @@ static ssize_t gz_read(void *arg, const unsigned char **p)
 /* Sets up the gzip reader; the first block is still to be inflated. */
 static int gz_open(struct run *r)
 {
-	r->gz_in = gzin_new(gz_fill, r);
+	r->gz_in = gzin_new(packed_read, r);
 	if (!r->gz_in)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	r->code = ARCHIVE_FILTER_GZIP;
