@@ -200,6 +200,17 @@ static int write_header(struct gzpar *g)
 	return g->fn(g->arg, h, sizeof(h));
 }
 
+/* A slot's state, which a worker may be changing. */
+static enum slot_state state_of(struct gzpar *g, const struct slot *s)
+{
+	enum slot_state st;
+
+	pthread_mutex_lock(&g->lock);
+	st = s->state;
+	pthread_mutex_unlock(&g->lock);
+	return st;
+}
+
 /* Writes out the head slot once it is done; waits for it if asked. */
 static int drain_one(struct gzpar *g, bool wait)
 {
@@ -221,7 +232,10 @@ static int drain_one(struct gzpar *g, bool wait)
 		err = g->fn(g->arg, s->out, s->out_len);
 	g->crc = (uint32_t)crc32_combine(g->crc, s->crc, (z_off_t)s->len);
 	g->total += s->len;
+	/* The workers look at every slot's state for one to take. */
+	pthread_mutex_lock(&g->lock);
 	s->state = SLOT_FREE;
+	pthread_mutex_unlock(&g->lock);
 	g->head = (g->head + 1) % g->nr_slots;
 	return err;
 }
@@ -241,7 +255,7 @@ static int submit(struct gzpar *g, bool last)
 		return 0;
 	g->cur = (g->cur + 1) % g->nr_slots;
 	n = &g->slots[g->cur];
-	while (n->state != SLOT_FREE) {
+	while (state_of(g, n) != SLOT_FREE) {
 		err = drain_one(g, true);
 		if (err < 0)
 			return err;

@@ -43,6 +43,65 @@ void shiftimg_free(struct shiftimg *h)
 	free(h);
 }
 
+/*
+ * A handle for one part of a whole, run on a thread of its own: the
+ * parent's maps, rules, flags and threads, a copy of its options, and
+ * its own tally, error and lock.  The callbacks come along only when
+ * the parts run one at a time (they would interleave); the journal,
+ * the pass state and the commit hook never do, as a part has none.
+ */
+struct shiftimg *si_handle_fork(const struct shiftimg *h, bool callbacks)
+{
+	struct shiftimg *c = malloc(sizeof(*c));
+	size_t i;
+
+	if (!c)
+		return NULL;
+	*c = *h;
+	c->opts = calloc(h->nr_opts + 1, sizeof(*c->opts));
+	if (!c->opts)
+		goto out_free;
+	for (c->nr_opts = 0; c->nr_opts < h->nr_opts; c->nr_opts++) {
+		i = c->nr_opts;
+		c->opts[i].key = strdup(h->opts[i].key);
+		c->opts[i].value = strdup(h->opts[i].value);
+		if (!c->opts[i].key || !c->opts[i].value) {
+			c->nr_opts++;
+			goto out_opts;
+		}
+	}
+	if (!callbacks)
+		c->list_fn = NULL, c->progress_fn = NULL;
+	c->journal = NULL;
+	c->pass_state = NULL;
+	c->pass_state_free = NULL;
+	c->commit_fn = NULL;
+	c->planned = 0;
+	si_tally_init(&c->tally);
+	si_tally_init(&c->checked);
+	c->err[0] = c->notice[0] = '\0';
+	c->digest_output[0] = c->digest_diff_id[0] = '\0';
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+out_opts:
+	for (i = 0; i < c->nr_opts; i++) {
+		free(c->opts[i].key);
+		free(c->opts[i].value);
+	}
+	free(c->opts);
+out_free:
+	free(c);
+	return NULL;
+}
+
+void si_handle_fork_free(struct shiftimg *c)
+{
+	if (!c)
+		return;
+	si_tally_free(&c->checked);
+	shiftimg_free(c);
+}
+
 /* ---- errors ---- */
 
 int si_error(struct shiftimg *h, int err, const char *fmt, ...)

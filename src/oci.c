@@ -59,6 +59,12 @@ struct digests {
 struct layer {
 	digest_t old, new, diff;
 	uint64_t size;
+	/* What the layer's run, on a worker's handle, leaves for the whole. */
+	char tmp[PATH_MAX + 128];	/* the new blob before it is named */
+	bool ran;
+	int err;
+	char *msg;			/* the run's error, or NULL */
+	struct si_tally tally;
 };
 
 struct oci {
@@ -867,58 +873,205 @@ static int walk_index(struct oci *o, const char *b, size_t n, bool top,
 /* ---- layers ---- */
 
 /*
- * One layer through the tar backend, written beside the blob and named
- * by its new digest once it is whole; the first error stops the run.
+ * One layer through the tar backend on c, a handle of its own, into a
+ * temporary file beside the blob; what it found stays on the layer.
  */
-static int shift_layer(struct oci *o, struct layer *l)
+static void run_layer(struct oci *o, struct shiftimg *c, struct layer *l)
 {
-	struct shiftimg *h = o->h;
-	char in[PATH_MAX + 128], out[PATH_MAX + 128], name[128];
-	uint64_t flags = h->flags;
+	char in[PATH_MAX + 128];
 	struct stat st;
-	int err;
 
 	snprintf(in, sizeof(in), "%s/blobs/sha256/%s", o->dir, l->old + 7);
-	snprintf(out, sizeof(out), "%s/blobs/sha256/.shiftimg-layer-%s", o->dir,
-		 l->old + 7);
-	err = shiftimg_set_option(h, "output", out);
-	if (err)
-		return err;
-	/* A dry run shifts too, to a file it removes: it reports the new digests. */
-	h->flags = (flags | SHIFTIMG_DIGEST) & ~SHIFTIMG_DRY_RUN;
-	err = si_run_path(h, in);
-	h->flags = flags;
-	si_option_unset(h, "output");
-	if (err)
-		goto out_unlink;
-	if (stat(out, &st) < 0) {
-		err = si_error(h, errno, "%s: %s", out, strerror(errno));
-		goto out_unlink;
+	snprintf(l->tmp, sizeof(l->tmp), "%s/blobs/sha256/.shiftimg-layer-%s",
+		 o->dir, l->old + 7);
+	l->err = shiftimg_set_option(c, "output", l->tmp);
+	if (!l->err)
+		l->err = si_run_path(c, in);
+	si_option_unset(c, "output");
+	if (!l->err && stat(l->tmp, &st) < 0)
+		l->err = si_error(c, errno, "%s: %s", l->tmp, strerror(errno));
+	if (!l->err) {
+		l->size = (uint64_t)st.st_size;
+		strcpy(l->new, c->digest_output);
+		strcpy(l->diff, c->digest_diff_id);
+	} else {
+		l->msg = strdup(c->err[0] ? c->err : strerror(-l->err));
+		if (!l->msg)
+			l->err = -ENOMEM;
+		c->err[0] = '\0';
 	}
-	l->size = (uint64_t)st.st_size;
-	strcpy(l->new, h->digest_output);
-	strcpy(l->diff, h->digest_diff_id);
+	l->tally = c->tally;
+	si_tally_init(&c->tally);
+}
+
+/*
+ * Layers are independent, so a pool of workers takes them, largest
+ * first so that the last one to finish is a small one.  A failure
+ * stops the others from taking more.
+ */
+struct order {
+	uint64_t size;			/* of the old blob */
+	size_t i;
+};
+
+struct pool {
+	struct oci *o;
+	struct order *order;
+	size_t next;			/* __atomic: the next of order */
+	size_t done;			/* __atomic: layers through */
+	bool stop;			/* __atomic */
+	bool callbacks;			/* the parent's: one worker alone */
+};
+
+static void *pool_worker(void *arg)
+{
+	struct pool *p = arg;
+	struct oci *o = p->o;
+	struct shiftimg *c = si_handle_fork(o->h, p->callbacks);
+	size_t i;
+
+	/* A dry run shifts too, to a file it removes: it reports the new digests. */
+	if (c)
+		c->flags = (c->flags | SHIFTIMG_DIGEST) & ~SHIFTIMG_DRY_RUN;
+	while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED) &&
+	       (i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < o->nr_layers) {
+		struct layer *l = &o->layers[p->order[i].i];
+
+		if (c)
+			run_layer(o, c, l);
+		else
+			l->err = -ENOMEM;
+		l->ran = true;
+		if (l->err)
+			__atomic_store_n(&p->stop, true, __ATOMIC_RELAXED);
+		if (!p->callbacks)
+			si_progress(o->h, __atomic_add_fetch(&p->done, 1, __ATOMIC_RELAXED),
+				    o->nr_layers);
+	}
+	si_handle_fork_free(c);
+	return NULL;
+}
+
+static int larger_first(const void *a, const void *b)
+{
+	const struct order *x = a, *y = b;
+
+	return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
+}
+
+/* The layers, largest blob first. */
+static struct order *layer_order(struct oci *o)
+{
+	struct order *ord = malloc(o->nr_layers * sizeof(*ord));
+	char name[128];
+	struct stat st;
+	size_t i;
+
+	if (!ord)
+		return NULL;
+	for (i = 0; i < o->nr_layers; i++) {
+		blob_name(o->layers[i].old, name, sizeof(name));
+		ord[i].i = i;
+		ord[i].size = fstatat(o->dfd, name, &st, 0) == 0 ?
+			      (uint64_t)st.st_size : 0;
+	}
+	qsort(ord, o->nr_layers, sizeof(*ord), larger_first);
+	return ord;
+}
+
+/*
+ * Workers: one per thread the run may use, at most one per layer, and
+ * one alone when the run lists (the lines of two layers would mix).
+ * Each worker's tar run may use every thread too, so that a layer left
+ * alone at the end still keeps every core busy.  Progress is then
+ * counted in layers.
+ */
+static int run_layers(struct oci *o)
+{
+	struct pool p = { .o = o };
+	unsigned int workers, t, started = 0;
+	pthread_t *tids;
+
+	p.callbacks = o->h->list_fn != NULL;
+	workers = p.callbacks ? 1 : si_threads(o->h);
+	if (workers > o->nr_layers)
+		workers = (unsigned int)o->nr_layers;
+	p.order = layer_order(o);
+	tids = calloc(workers, sizeof(*tids));
+	if (!p.order || !tids) {
+		free(p.order);
+		free(tids);
+		return si_error(o->h, ENOMEM, "out of memory");
+	}
+	for (t = 1; t < workers; t++)
+		if (!pthread_create(&tids[started], NULL, pool_worker, &p))
+			started++;
+	pool_worker(&p);
+	for (t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	free(tids);
+	free(p.order);
+	return 0;
+}
+
+/* A shifted layer named by its digest, or dropped by a dry run. */
+static int place_layer(struct oci *o, struct layer *l)
+{
+	char name[128];
+
 	report(o, "layer", l->old, l->new);
-	if (flags & SHIFTIMG_DRY_RUN)
-		goto out_unlink;
+	if (o->h->flags & SHIFTIMG_DRY_RUN)
+		return 0;
 	blob_name(l->new, name, sizeof(name));
 	if (faccessat(o->dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
-	    digests_add(&o->made, l->new) < 0) {
-		err = si_error(h, ENOMEM, "out of memory");
-		goto out_unlink;
-	}
+	    digests_add(&o->made, l->new) < 0)
+		return si_error(o->h, ENOMEM, "out of memory");
 	si_fault(SI_FAULT_WRITE);
-	if (renameat(AT_FDCWD, out, o->dfd, name) < 0) {
-		err = si_error(h, errno, "%s: rename to %s: %s", out, name,
-			       strerror(errno));
-		goto out_unlink;
-	}
+	if (renameat(AT_FDCWD, l->tmp, o->dfd, name) < 0)
+		return si_error(o->h, errno, "%s: rename to %s: %s", l->tmp, name,
+				strerror(errno));
 	if (strcmp(l->new, l->old))
 		return digests_add(&o->gone, l->old);
 	return 0;
-out_unlink:
-	unlink(out);
+}
+
+/*
+ * Every layer shifted, then their results taken in layer order, as a
+ * run one after another would have them: the tallies, the first failed
+ * layer's error, and the new blobs put in place.
+ */
+static int shift_layers(struct oci *o)
+{
+	struct shiftimg *h = o->h;
+	size_t i;
+	int err = run_layers(o);
+
+	for (i = 0; i < o->nr_layers; i++) {
+		struct layer *l = &o->layers[i];
+
+		si_tally_merge(&h->tally, &l->tally);
+		if (!err && l->err)
+			err = si_error(h, -l->err, "%s",
+				       l->msg ? l->msg : strerror(-l->err));
+	}
+	for (i = 0; !err && i < o->nr_layers; i++)
+		err = place_layer(o, &o->layers[i]);
+	/* What a failure or a dry run left; a named blob is gone from here. */
+	for (i = 0; i < o->nr_layers; i++)
+		if (o->layers[i].ran)
+			unlink(o->layers[i].tmp);
 	return err;
+}
+
+static void free_layers(struct oci *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->nr_layers; i++) {
+		free(o->layers[i].msg);
+		si_tally_free(&o->layers[i].tally);
+	}
+	free(o->layers);
 }
 
 /* ---- old blobs ---- */
@@ -1113,7 +1266,7 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 	struct shiftimg *h = o->h;
 	digest_t old_d, new_d;
 	char *out = NULL;
-	size_t outn, i;
+	size_t outn;
 	bool changed;
 	int err;
 
@@ -1129,8 +1282,7 @@ static int shift_all(struct oci *o, char *idx, size_t n)
 				 "%.900s: no image in the layout; nothing done", o->name);
 		return 0;
 	}
-	for (i = 0; !err && i < o->nr_layers; i++)
-		err = shift_layer(o, &o->layers[i]);
+	err = shift_layers(o);
 	o->write = true;
 	if (!err)
 		err = walk_index(o, idx, n, true, true, &out, &outn, &changed);
@@ -1207,7 +1359,7 @@ int si_oci_run_as(struct shiftimg *h, const char *target, const char *name,
 	free(idx);
 	free(o.from);
 	free(o.to);
-	free(o.layers);
+	free_layers(&o);
 	free(o.changing.d);
 	free(o.gone.d);
 	free(o.refs.d);

@@ -58,6 +58,15 @@ struct shiftimg {
 };
 
 /*
+ * A handle for one part of a whole run on another thread (a layer of an
+ * image): the parent's maps, rules, flags and options, its own tally,
+ * error and lock; the list and progress callbacks only if callbacks
+ * (the parts then run one at a time).  NULL if out of memory.
+ */
+struct shiftimg *si_handle_fork(const struct shiftimg *h, bool callbacks);
+void si_handle_fork_free(struct shiftimg *c);
+
+/*
  * Sets the handle's error and returns -err (err is a positive errno).
  * The first error of a run wins: later ones are usually its echoes.
  */
