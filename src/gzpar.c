@@ -13,6 +13,15 @@
  * deflate time), its BFINAL bit cleared, and an empty stored block put
  * after it to end on a byte, as zlib's Z_SYNC_FLUSH does.  The pieces
  * then concatenate into one deflate stream, one gzip member.
+ *
+ * Level 1, the fastest, is ISA-L's igzip at its level 2 instead: a
+ * quarter of libdeflate's level 6 CPU for a stream 8% larger (a
+ * debootstrap layer of 204 MB: 0.77 CPU-s and 98.96 MB against 3.23
+ * and 91.71; libdeflate's level 1 gives 96.29 MB at twice igzip's CPU).
+ * igzip ends a block that is not the last on a byte by itself
+ * (FULL_FLUSH), so nothing is inflated to join its pieces.  igzip picks
+ * its code by processor feature, so its bytes may differ between
+ * processors of different instruction sets.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <isa-l/igzip_lib.h>
 #include <libdeflate.h>
 #include <zlib.h>
 
@@ -136,6 +146,28 @@ static int deflate_slot(struct libdeflate_compressor *c, z_stream *z,
 	return s->last ? 0 : unfinal(z, scratch, s);
 }
 
+/* Level 1: the whole block in one call, byte-aligned unless it is the last. */
+static int igzip_slot(unsigned char *lvbuf, struct slot *s)
+{
+	struct isal_zstream z;
+
+	isal_deflate_stateless_init(&z);
+	z.level = 2;
+	z.level_buf = lvbuf;
+	z.level_buf_size = ISAL_DEF_LVL2_DEFAULT;
+	z.flush = FULL_FLUSH;
+	z.end_of_stream = s->last;
+	z.next_in = s->in;
+	z.avail_in = (uint32_t)s->len;
+	z.next_out = s->out;
+	z.avail_out = (uint32_t)s->out_cap;
+	if (isal_deflate_stateless(&z) != COMP_OK || z.avail_in)
+		return -EIO;
+	s->out_len = s->out_cap - z.avail_out;
+	s->crc = libdeflate_crc32(0, s->in, s->len);
+	return 0;
+}
+
 static struct slot *next_ready(struct gzpar *g)
 {
 	unsigned int i;
@@ -152,13 +184,18 @@ static struct slot *next_ready(struct gzpar *g)
 static void *worker(void *arg)
 {
 	struct gzpar *g = arg;
-	struct libdeflate_compressor *c = libdeflate_alloc_compressor(g->level);
-	unsigned char *scratch = malloc(GZ_SCRATCH);
+	bool igzip = g->level == 1;
+	struct libdeflate_compressor *c = NULL;
+	unsigned char *scratch = malloc(igzip ? ISAL_DEF_LVL2_DEFAULT : GZ_SCRATCH);
 	z_stream z;
 	bool ok;
 
 	memset(&z, 0, sizeof(z));
-	ok = c && scratch && inflateInit2(&z, -15) == Z_OK;
+	if (igzip)
+		ok = scratch;
+	else
+		ok = (c = libdeflate_alloc_compressor(g->level)) && scratch &&
+		     inflateInit2(&z, -15) == Z_OK;
 	pthread_mutex_lock(&g->lock);
 	for (;;) {
 		struct slot *s;
@@ -169,13 +206,14 @@ static void *worker(void *arg)
 			break;
 		s->state = SLOT_BUSY;
 		pthread_mutex_unlock(&g->lock);
-		s->err = ok ? deflate_slot(c, &z, scratch, s) : -ENOMEM;
+		s->err = !ok ? -ENOMEM : igzip ? igzip_slot(scratch, s) :
+			 deflate_slot(c, &z, scratch, s);
 		pthread_mutex_lock(&g->lock);
 		s->state = SLOT_DONE;
 		pthread_cond_broadcast(&g->done);
 	}
 	pthread_mutex_unlock(&g->lock);
-	if (ok)
+	if (ok && !igzip)
 		inflateEnd(&z);
 	libdeflate_free_compressor(c);
 	free(scratch);

@@ -3,7 +3,8 @@
  * Parallel gzip compression: the input is cut into blocks deflated on
  * worker threads and joined in order into one gzip member (CRCs joined
  * with crc32_combine).  The output depends only on the input and the
- * level, never on the number of threads.
+ * level, never on the number of threads (level 1: and
+ * perhaps on the processor's instruction set, see gzpar.c).
  */
 #ifndef SHIFTIMG_GZPAR_H
 #define SHIFTIMG_GZPAR_H
