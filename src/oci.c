@@ -921,6 +921,7 @@ struct pool {
 	size_t done;			/* __atomic: layers through */
 	bool stop;			/* __atomic */
 	bool callbacks;			/* the parent's: one worker alone */
+	unsigned int threads;		/* each worker's */
 };
 
 static void *pool_worker(void *arg)
@@ -931,8 +932,10 @@ static void *pool_worker(void *arg)
 	size_t i;
 
 	/* A dry run shifts too, to a file it removes: it reports the new digests. */
-	if (c)
+	if (c) {
 		c->flags = (c->flags | SHIFTIMG_DIGEST) & ~SHIFTIMG_DRY_RUN;
+		c->threads = p->threads;
+	}
 	while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED) &&
 	       (i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < o->nr_layers) {
 		struct layer *l = &o->layers[p->order[i].i];
@@ -982,9 +985,10 @@ static struct order *layer_order(struct oci *o)
 /*
  * Workers: one per thread the run may use, at most one per layer, and
  * one alone when the run lists (the lines of two layers would mix).
- * Each worker's tar run may use every thread too, so that a layer left
- * alone at the end still keeps every core busy.  Progress is then
- * counted in layers.
+ * The threads are shared out among them, two at least each (given two
+ * or more): a worker's gzip output takes about 1 MB per thread
+ * (gzpar.c), and a layer left alone at the end still keeps more than
+ * one core busy.  Progress is then counted in layers.
  */
 static int run_layers(struct oci *o)
 {
@@ -996,6 +1000,9 @@ static int run_layers(struct oci *o)
 	workers = p.callbacks ? 1 : si_threads(o->h);
 	if (workers > o->nr_layers)
 		workers = (unsigned int)o->nr_layers;
+	p.threads = (si_threads(o->h) + workers - 1) / workers;
+	if (p.threads < 2 && si_threads(o->h) >= 2)
+		p.threads = 2;
 	p.order = layer_order(o);
 	tids = calloc(workers, sizeof(*tids));
 	if (!p.order || !tids) {
