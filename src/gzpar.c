@@ -142,7 +142,6 @@ static int deflate_slot(struct libdeflate_compressor *c, z_stream *z,
 	if (!n)
 		return -EIO;
 	s->out_len = n;
-	s->crc = libdeflate_crc32(0, s->in, s->len);
 	return s->last ? 0 : unfinal(z, scratch, s);
 }
 
@@ -164,7 +163,6 @@ static int igzip_slot(unsigned char *lvbuf, struct slot *s)
 	if (isal_deflate_stateless(&z) != COMP_OK || z.avail_in)
 		return -EIO;
 	s->out_len = s->out_cap - z.avail_out;
-	s->crc = libdeflate_crc32(0, s->in, s->len);
 	return 0;
 }
 
@@ -208,6 +206,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&g->lock);
 		s->err = !ok ? -ENOMEM : igzip ? igzip_slot(scratch, s) :
 			 deflate_slot(c, &z, scratch, s);
+		s->crc = libdeflate_crc32(0, s->in, s->len);
 		pthread_mutex_lock(&g->lock);
 		s->state = SLOT_DONE;
 		pthread_cond_broadcast(&g->done);

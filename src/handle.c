@@ -58,20 +58,10 @@ struct shiftimg *si_handle_fork(const struct shiftimg *h, bool callbacks)
 	if (!c)
 		return NULL;
 	*c = *h;
-	c->opts = calloc(h->nr_opts + 1, sizeof(*c->opts));
-	if (!c->opts)
-		goto out_free;
-	for (c->nr_opts = 0; c->nr_opts < h->nr_opts; c->nr_opts++) {
-		i = c->nr_opts;
-		c->opts[i].key = strdup(h->opts[i].key);
-		c->opts[i].value = strdup(h->opts[i].value);
-		if (!c->opts[i].key || !c->opts[i].value) {
-			c->nr_opts++;
-			goto out_opts;
-		}
-	}
 	if (!callbacks)
 		c->list_fn = NULL, c->progress_fn = NULL;
+	c->opts = NULL;
+	c->nr_opts = 0;
 	c->journal = NULL;
 	c->pass_state = NULL;
 	c->pass_state_free = NULL;
@@ -82,16 +72,12 @@ struct shiftimg *si_handle_fork(const struct shiftimg *h, bool callbacks)
 	c->err[0] = c->notice[0] = '\0';
 	c->digest_output[0] = c->digest_diff_id[0] = '\0';
 	pthread_mutex_init(&c->lock, NULL);
+	for (i = 0; i < h->nr_opts; i++)
+		if (shiftimg_set_option(c, h->opts[i].key, h->opts[i].value)) {
+			si_handle_fork_free(c);
+			return NULL;
+		}
 	return c;
-out_opts:
-	for (i = 0; i < c->nr_opts; i++) {
-		free(c->opts[i].key);
-		free(c->opts[i].value);
-	}
-	free(c->opts);
-out_free:
-	free(c);
-	return NULL;
 }
 
 void si_handle_fork_free(struct shiftimg *c)

@@ -58,10 +58,9 @@ struct digests {
 
 struct layer {
 	digest_t old, new, diff;
-	uint64_t size;
+	uint64_t old_size, size;
 	/* What the layer's run, on a worker's handle, leaves for the whole. */
-	char tmp[PATH_MAX + 128];	/* the new blob before it is named */
-	bool ran;
+	char tmp[PATH_MAX + 128];	/* the new blob before it is named, "" if not run */
 	int err;
 	char *msg;			/* the run's error, or NULL */
 	struct si_tally tally;
@@ -463,7 +462,7 @@ static struct layer *find_layer(struct oci *o, const char *digest)
 	return NULL;
 }
 
-static int add_layer(struct oci *o, const char *digest)
+static int add_layer(struct oci *o, const char *digest, uint64_t size)
 {
 	if (find_layer(o, digest))
 		return 0;
@@ -477,6 +476,7 @@ static int add_layer(struct oci *o, const char *digest)
 		o->alloc_layers = na;
 	}
 	memset(&o->layers[o->nr_layers], 0, sizeof(*o->layers));
+	o->layers[o->nr_layers].old_size = size;
 	strcpy(o->layers[o->nr_layers++].old, digest);
 	return 0;
 }
@@ -562,7 +562,7 @@ static int check_layers(struct oci *o, struct image *im)
 			err = si_error(o->h, ENOENT, "%s: %s: layer %s is missing from the layout (%s); refusing before writing anything",
 				       o->name, im->name, d.digest, name);
 		else
-			err = add_layer(o, d.digest);
+			err = add_layer(o, d.digest, (uint64_t)st.st_size);
 	}
 	return err;
 }
@@ -944,7 +944,6 @@ static void *pool_worker(void *arg)
 			run_layer(o, c, l);
 		else
 			l->err = -ENOMEM;
-		l->ran = true;
 		if (l->err)
 			__atomic_store_n(&p->stop, true, __ATOMIC_RELAXED);
 		if (!p->callbacks)
@@ -966,17 +965,13 @@ static int larger_first(const void *a, const void *b)
 static struct order *layer_order(struct oci *o)
 {
 	struct order *ord = malloc(o->nr_layers * sizeof(*ord));
-	char name[128];
-	struct stat st;
 	size_t i;
 
 	if (!ord)
 		return NULL;
 	for (i = 0; i < o->nr_layers; i++) {
-		blob_name(o->layers[i].old, name, sizeof(name));
 		ord[i].i = i;
-		ord[i].size = fstatat(o->dfd, name, &st, 0) == 0 ?
-			      (uint64_t)st.st_size : 0;
+		ord[i].size = o->layers[i].old_size;
 	}
 	qsort(ord, o->nr_layers, sizeof(*ord), larger_first);
 	return ord;
@@ -1065,7 +1060,7 @@ static int shift_layers(struct oci *o)
 		err = place_layer(o, &o->layers[i]);
 	/* What a failure or a dry run left; a named blob is gone from here. */
 	for (i = 0; i < o->nr_layers; i++)
-		if (o->layers[i].ran)
+		if (o->layers[i].tmp[0])
 			unlink(o->layers[i].tmp);
 	return err;
 }
