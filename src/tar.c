@@ -67,6 +67,7 @@
 #include "backend.h"
 #include "gzin.h"
 #include "gzpar.h"
+#include "gzreuse.h"
 #include "tarhdr.h"
 #include "tarlibs.h"
 
@@ -434,8 +435,15 @@ struct run {
 	/* Uncompressed input is read here; the rest through libarchive. */
 	bool direct;
 	struct archive *in;
-	/* gzip input is inflated here, so that every member is checked. */
+	/*
+	 * gzip input is inflated here, so that every member is checked:
+	 * by igzip, or, when gzip output re-uses its matches, by gztap.
+	 */
 	struct gzin *gz_in;
+	struct gztap *gz_tap;
+	struct gz_matches matches;
+	bool reuse;
+	struct gzreuse *gzr;
 	char rerr[256];			/* why the input could not be read */
 	int code;			/* ARCHIVE_FILTER_* of the input */
 	int level;
@@ -629,6 +637,13 @@ static ssize_t gz_read(void *arg, const unsigned char **p)
 	struct run *r = arg;
 	ssize_t n;
 
+	if (r->gz_tap) {
+		run_progress(r, gztap_offset(r->gz_tap));
+		n = gztap_read(r->gz_tap, p);
+		if (n < 0)
+			snprintf(r->rerr, sizeof(r->rerr), "%s", gztap_error(r->gz_tap));
+		return n;
+	}
 	run_progress(r, gzin_offset(r->gz_in));
 	n = gzin_read(r->gz_in, p);
 	if (n < 0)
@@ -639,8 +654,11 @@ static ssize_t gz_read(void *arg, const unsigned char **p)
 /* Sets up the gzip reader; the first block is still to be inflated. */
 static int gz_open(struct run *r)
 {
-	r->gz_in = gzin_new(packed_read, r);
-	if (!r->gz_in)
+	if (r->reuse)
+		r->gz_tap = gztap_new(packed_read, r, &r->matches);
+	else
+		r->gz_in = gzin_new(packed_read, r);
+	if (!r->gz_in && !r->gz_tap)
 		return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
 	r->code = ARCHIVE_FILTER_GZIP;
 	return 0;
@@ -675,6 +693,8 @@ static int run_write(void *arg, const void *p, size_t len)
 
 	if (r->md_tar)
 		EVP_DigestUpdate(r->md_tar, p, len);
+	if (r->gzr)
+		return gzreuse_write(r->gzr, p, len, r->th.src);
 	if (r->gz)
 		return gzpar_write(r->gz, p, len);
 	if (r->pipe_open)
@@ -832,7 +852,11 @@ static int open_output(struct run *r, int fd)
 		if ((!r->out.md && r->code != ARCHIVE_FILTER_NONE) || !r->md_tar)
 			return si_error(r->h, ENOMEM, "%s: no sha256", r->path);
 	}
-	if (r->code == ARCHIVE_FILTER_GZIP) {
+	if (r->gz_tap) {
+		r->gzr = gzreuse_new(&r->matches, fdout_write, &r->out);
+		if (!r->gzr)
+			return si_error(r->h, ENOMEM, "%s: out of memory", r->path);
+	} else if (r->code == ARCHIVE_FILTER_GZIP) {
 		r->gz = gzpar_new(r->level, si_threads(r->h), fdout_write, &r->out);
 		if (!r->gz)
 			return si_error(r->h, ENOMEM, "%s: cannot start gzip threads", r->path);
@@ -850,7 +874,9 @@ static int close_output(struct run *r)
 {
 	int err = 0;
 
-	if (r->gz)
+	if (r->gzr)
+		err = gzreuse_finish(r->gzr);
+	else if (r->gz)
 		err = gzpar_finish(r->gz);
 	else if (r->pipe_open)
 		err = apipe_close(&r->pipe);
@@ -870,6 +896,9 @@ static void run_free(struct run *r)
 	if (r->in)
 		archive_read_free(r->in);
 	gzin_free(r->gz_in);
+	gzreuse_free(r->gzr);
+	gztap_free(r->gz_tap);
+	gz_matches_free(&r->matches);
 	EVP_MD_CTX_free(r->md_tar);
 	EVP_MD_CTX_free(r->out.md);
 	free(r->rbuf);
@@ -889,13 +918,15 @@ static int run_stream(struct run *r, int in_fd, int out_fd)
 		r->th.list = run_list;
 		r->th.list_arg = r;
 	}
+	/* A level asks for gzip made anew; a dry run writes nothing. */
+	r->reuse = out_fd >= 0 && !si_option(r->h, "level");
 	err = open_input(r, in_fd);
 	err = err ?: parse_options(r);
 	if (err)
 		return err;
 	if (r->direct)
 		r->th.read = direct_read;
-	else if (r->gz_in)
+	else if (r->gz_in || r->gz_tap)
 		r->th.read = gz_read;
 	if (out_fd < 0) {
 		struct stat st;

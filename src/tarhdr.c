@@ -349,6 +349,17 @@ static int out_write(struct th_ctx *c, const void *p, size_t len)
 	return c->write(c->io_arg, p, len);
 }
 
+/* Writes bytes that were read at input offset src (see th_ctx.src). */
+static int out_write_from(struct th_ctx *c, const void *p, size_t len, uint64_t src)
+{
+	int err;
+
+	c->src = src;
+	err = out_write(c, p, len);
+	c->src = TH_SRC_NEW;
+	return err;
+}
+
 static int in_fill(struct th_ctx *c)
 {
 	ssize_t n;
@@ -413,7 +424,7 @@ static int in_pass(struct th_ctx *c, uint64_t n)
 		if (c->eof)
 			return fail(c, EBADMSG, "truncated: %" PRIu64 " bytes of data missing", n);
 		k = n < c->chunk_len ? (size_t)n : c->chunk_len;
-		err = out_write(c, c->chunk, k);
+		err = out_write_from(c, c->chunk, k, c->in_bytes);
 		if (err < 0)
 			return fail(c, -err, "write error: %s", strerror(-err));
 		c->chunk += k;
@@ -653,6 +664,7 @@ struct ent {
 	unsigned char hdr[TH_BLOCK];
 	unsigned char xhdr[TH_BLOCK];	/* its pax header, if any */
 	bool has_x, own_x, x_first;
+	uint64_t x_off;			/* input offset of the pax content */
 	enum th_fmt fmt;
 	char type;
 	uint64_t size;
@@ -1027,6 +1039,25 @@ static void own_xhdr(struct ent *e, size_t size)
 
 static const char zeros[TH_BLOCK];
 
+/*
+ * Writes rebuilt pax content, telling where its ends that are the old
+ * content's (all but the records that changed) were read.
+ */
+static int out_write_pax(struct th_ctx *c, const struct ent *e)
+{
+	const unsigned char *o = c->pax.p, *n = c->out.p;
+	size_t olen = c->pax.len, nlen = c->out.len, pre = 0, suf = 0;
+	int err;
+
+	while (pre < olen && pre < nlen && o[pre] == n[pre])
+		pre++;
+	while (suf < olen - pre && suf < nlen - pre && o[olen - 1 - suf] == n[nlen - 1 - suf])
+		suf++;
+	err = out_write_from(c, n, pre, e->x_off);
+	err = err ?: out_write(c, n + pre, nlen - pre - suf);
+	return err ?: out_write_from(c, n + nlen - suf, suf, e->x_off + olen - suf);
+}
+
 /* Emits the pax header of the entry (as it was, rewritten, or not at all). */
 static int emit_x(struct th_ctx *c, struct ent *e, bool changed, bool drop)
 {
@@ -1049,7 +1080,7 @@ static int emit_x(struct th_ctx *c, struct ent *e, bool changed, bool drop)
 		cksum_set(e->xhdr);
 	}
 	err = out_write(c, e->xhdr, TH_BLOCK);
-	err = err ?: out_write(c, c->out.p, c->out.len);
+	err = err ?: out_write_pax(c, e);
 	return err ?: out_write(c, zeros, pad512(c->out.len) - c->out.len);
 }
 
@@ -1192,7 +1223,8 @@ static int process_entry(struct th_ctx *c, struct ent *e)
 	err = emit_x(c, e, xchanged, drop);
 	if (!err && e->x_first)
 		err = out_write(c, c->meta.p, c->meta.len);
-	err = err ?: out_write(c, e->hdr, TH_BLOCK);
+	/* The header is the last block read. */
+	err = err ?: out_write_from(c, e->hdr, TH_BLOCK, c->in_bytes - TH_BLOCK);
 	if (err)
 		goto out_write;
 	if (e->type == 'S') {
@@ -1242,6 +1274,7 @@ static int do_global(struct th_ctx *c, const unsigned char *hdr)
 	bool changed = false, drop = false;
 	int k, err;
 
+	e.x_off = c->in_bytes;
 	err = read_meta(c, hdr, &c->pax, &size);
 	if (err)
 		return err;
@@ -1305,7 +1338,7 @@ static int do_trailer(struct th_ctx *c, const unsigned char *blk)
 		if (total > TH_TRAILER_MAX)
 			return fail(c, EBADMSG, "more than %u bytes after the end-of-archive marker",
 				    TH_TRAILER_MAX);
-		err = out_write(c, c->chunk, c->chunk_len);
+		err = out_write_from(c, c->chunk, c->chunk_len, c->in_bytes);
 		if (err)
 			return fail(c, -err, "write error: %s", strerror(-err));
 		c->in_bytes += c->chunk_len;
@@ -1333,6 +1366,7 @@ int th_stream(struct th_ctx *c)
 	if (!e)
 		return fail(c, ENOMEM, "out of memory");
 	c->err[0] = '\0';
+	c->src = TH_SRC_NEW;
 	for (;;) {
 		ssize_t n;
 
@@ -1368,6 +1402,7 @@ int th_stream(struct th_ctx *c)
 				err = fail(c, EBADMSG, "two pax headers for one entry");
 				break;
 			}
+			e->x_off = c->in_bytes;
 			err = read_meta(c, blk, &c->pax, &size);
 			if (err)
 				break;

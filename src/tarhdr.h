@@ -18,6 +18,7 @@
 #include "rules.h"
 
 #define TH_BLOCK	512
+#define TH_SRC_NEW	UINT64_MAX
 
 /*
  * The largest pax (x, g) or GNU long name (L, K) content accepted.  A
@@ -69,6 +70,13 @@ struct th_ctx {
 	void (*list)(void *arg, const char *path, const char *what);
 	void *list_arg;
 
+	/*
+	 * During a write(): the input offset the bytes were read from,
+	 * changed or not (file data, a header block, the ends of a pax
+	 * header around the records that changed), or TH_SRC_NEW for
+	 * bytes with no place in the input.  A hint for compressors.
+	 */
+	uint64_t src;
 	/* Results. */
 	uint64_t in_bytes;		/* tar bytes read */
 	uint64_t out_bytes;		/* tar bytes written */
