@@ -40,6 +40,7 @@
 struct seg {
 	uint64_t at;			/* from this output offset on */
 	int64_t delta;			/* input offset - output offset */
+	bool fresh;			/* bytes new or changed (not "same") */
 };
 
 struct gzreuse {
@@ -54,6 +55,7 @@ struct gzreuse {
 	/* The alignments of the last window, the one at cur last. */
 	struct seg past[SEGS];
 	unsigned int npast;
+	bool fresh;			/* the bytes at cur may differ from the input's */
 	uint32_t *tok;
 	unsigned int ntok;
 	/* Output offset + 1 of the last literal with each 4-byte hash. */
@@ -461,6 +463,22 @@ static uint64_t recorded(struct gzreuse *g, uint64_t i, unsigned int *dist)
 	return m->pos + m->len - i;
 }
 
+/* The next n bytes as literals. */
+static int plain(struct gzreuse *g, size_t n)
+{
+	int err = 0;
+
+	while (!err && n--) {
+		unsigned char c = g->h[g->cur++];
+
+		g->lfreq[c]++;
+		g->tok[g->ntok++] = c;
+		if (g->ntok == BLOCK_TOKENS)
+			err = flush_block(g, false);
+	}
+	return err;
+}
+
 /*
  * A match of at least min and at most n bytes at cur, where no recorded
  * match holds: a run of one byte (the zeros of a header that grew), or
@@ -506,7 +524,6 @@ static int literals(struct gzreuse *g, size_t n, size_t max, size_t min)
 	while (!err && n) {
 		unsigned int dist;
 		size_t k = fresh_match(g, max, min, &dist);
-		unsigned char c;
 
 		if (k) {
 			err = emit(g, TOK_MATCH | (uint32_t)k << 16 | dist);
@@ -515,13 +532,9 @@ static int literals(struct gzreuse *g, size_t n, size_t max, size_t min)
 			n = k < n ? n - k : 0;
 			continue;
 		}
-		c = g->h[g->cur++];
+		err = plain(g, 1);
 		max--;
 		n--;
-		g->lfreq[c]++;
-		g->tok[g->ntok++] = c;
-		if (g->ntok == BLOCK_TOKENS)
-			err = flush_block(g, false);
 	}
 	return err;
 }
@@ -530,6 +543,10 @@ static int literals(struct gzreuse *g, size_t n, size_t max, size_t min)
 static void enter(struct gzreuse *g, struct seg s)
 {
 	unsigned int drop = 0;
+
+	g->fresh = s.fresh;
+	if (s.delta == g->past[g->npast - 1].delta)
+		return;
 
 	while (drop + 1 < g->npast && g->past[drop + 1].at + HIST <= s.at)
 		drop++;
@@ -567,7 +584,7 @@ static int code_upto(struct gzreuse *g, size_t end)
 
 	while (!err && g->cur < end) {
 		uint64_t o = g->hbase + g->cur, n = 0, run, rec;
-		unsigned int dist = 0;
+		unsigned int dist = 0, lost;
 		int64_t delta;
 
 		while (g->nseg && g->seg[0].at <= o) {
@@ -577,6 +594,7 @@ static int code_upto(struct gzreuse *g, size_t end)
 		delta = g->past[g->npast - 1].delta;
 		if ((int64_t)o + delta >= 0)
 			n = recorded(g, (uint64_t)((int64_t)o + delta), &dist);
+		lost = dist;
 		if (dist)
 			dist = moved(g, o, (uint64_t)((int64_t)o + delta) - dist);
 		rec = n;
@@ -598,29 +616,43 @@ static int code_upto(struct gzreuse *g, size_t end)
 			err = literals(g, 1, end - g->cur, rec + 1);
 			continue;
 		}
+		/* One whose source is out of reach now: any match will do. */
+		if (lost) {
+			err = literals(g, 1, end - g->cur, 3);
+			continue;
+		}
 		/* No match recorded: up to the next one, or alignment change. */
 		run = n ? n : 1;
 		if (run > end - g->cur)
 			run = end - g->cur;
 		if (g->nseg && run > g->seg[0].at - o)
 			run = g->seg[0].at - o;
-		err = literals(g, run, run, GAP_MIN);
+		/* Where the input's bytes are, its compressor chose literals. */
+		err = g->fresh ? literals(g, run, run, GAP_MIN) : plain(g, run);
 	}
 	return err;
 }
 
-static void set_delta(struct gzreuse *g, uint64_t at, int64_t delta)
+/*
+ * The bytes written from at on: from input offset at + delta, or with
+ * no place there (new: the alignment stays, a header kept its length
+ * perhaps); fresh if they may differ from the input's.
+ */
+static void set_delta(struct gzreuse *g, uint64_t at, int64_t delta, bool new, bool fresh)
 {
 	struct seg *last = g->nseg ? &g->seg[g->nseg - 1] : NULL;
+	int64_t was = last ? last->delta : g->past[g->npast - 1].delta;
 
-	if ((last ? last->delta : g->past[g->npast - 1].delta) == delta)
+	if (new)
+		delta = was;
+	if (was == delta && (last ? last->fresh : g->fresh) == fresh)
 		return;
 	if (last && (last->at == at || g->nseg == SEGS)) {
 		/* Only bytes not yet coded are affected: a few hundred. */
-		*last = (struct seg){ at, delta };
+		*last = (struct seg){ at, delta, fresh };
 		return;
 	}
-	g->seg[g->nseg++] = (struct seg){ at, delta };
+	g->seg[g->nseg++] = (struct seg){ at, delta, fresh };
 }
 
 static void make_room(struct gzreuse *g)
@@ -638,7 +670,7 @@ static void make_room(struct gzreuse *g)
 
 static const unsigned char gz_header[10] = { 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3 };
 
-int gzreuse_write(struct gzreuse *g, const void *p, size_t len, uint64_t src)
+int gzreuse_write(struct gzreuse *g, const void *p, size_t len, uint64_t src, bool same)
 {
 	const unsigned char *b = p;
 	int err;
@@ -654,10 +686,10 @@ int gzreuse_write(struct gzreuse *g, const void *p, size_t len, uint64_t src)
 
 		make_room(g);
 		k = HIST + TAKE - g->hlen < len ? HIST + TAKE - g->hlen : len;
-		if (src != GZ_SRC_NEW) {
-			set_delta(g, g->hbase + g->hlen, (int64_t)(src - (g->hbase + g->hlen)));
+		set_delta(g, g->hbase + g->hlen, (int64_t)(src - (g->hbase + g->hlen)),
+			  src == GZ_SRC_NEW, src == GZ_SRC_NEW || !same);
+		if (src != GZ_SRC_NEW)
 			src += k;
-		}
 		memcpy(g->h + g->hlen, b, k);
 		g->hlen += k;
 		b += k;

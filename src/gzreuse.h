@@ -13,6 +13,7 @@
 #ifndef SHIFTIMG_GZREUSE_H
 #define SHIFTIMG_GZREUSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,12 +60,14 @@ typedef int gzreuse_write_fn(void *arg, const void *p, size_t len);
 struct gzreuse *gzreuse_new(struct gz_matches *q, gzreuse_write_fn *fn, void *arg);
 /*
  * The next len bytes of the tar.  src is the reader's offset of p[0]
- * when the bytes are the input's copied unchanged (file data), or
- * GZ_SRC_NEW when they are not known to be (headers): those keep the
- * previous alignment of output to input, which holds when the header
- * kept its length.
+ * where the bytes were read (same: and are unchanged, as file data), or
+ * GZ_SRC_NEW for bytes that have no place in the input: those keep the
+ * previous alignment of output to input, which holds when a header
+ * kept its length.  Where the bytes may have changed, matches are also
+ * looked for anew.
  */
-int gzreuse_write(struct gzreuse *g, const void *p, size_t len, uint64_t src);
+int gzreuse_write(struct gzreuse *g, const void *p, size_t len, uint64_t src,
+		  bool same);
 /* Codes what is left and writes the trailer. */
 int gzreuse_finish(struct gzreuse *g);
 void gzreuse_free(struct gzreuse *g);

@@ -694,7 +694,7 @@ static int run_write(void *arg, const void *p, size_t len)
 	if (r->md_tar)
 		EVP_DigestUpdate(r->md_tar, p, len);
 	if (r->gzr)
-		return gzreuse_write(r->gzr, p, len, r->th.src);
+		return gzreuse_write(r->gzr, p, len, r->th.src, r->th.src_same);
 	if (r->gz)
 		return gzpar_write(r->gz, p, len);
 	if (r->pipe_open)

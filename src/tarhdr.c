@@ -349,12 +349,17 @@ static int out_write(struct th_ctx *c, const void *p, size_t len)
 	return c->write(c->io_arg, p, len);
 }
 
-/* Writes bytes that were read at input offset src (see th_ctx.src). */
-static int out_write_from(struct th_ctx *c, const void *p, size_t len, uint64_t src)
+/*
+ * Writes bytes that were read at input offset src, the same as they were
+ * or not (see th_ctx.src).
+ */
+static int out_write_from(struct th_ctx *c, const void *p, size_t len, uint64_t src,
+			  bool same)
 {
 	int err;
 
 	c->src = src;
+	c->src_same = same;
 	err = out_write(c, p, len);
 	c->src = TH_SRC_NEW;
 	return err;
@@ -424,7 +429,7 @@ static int in_pass(struct th_ctx *c, uint64_t n)
 		if (c->eof)
 			return fail(c, EBADMSG, "truncated: %" PRIu64 " bytes of data missing", n);
 		k = n < c->chunk_len ? (size_t)n : c->chunk_len;
-		err = out_write_from(c, c->chunk, k, c->in_bytes);
+		err = out_write_from(c, c->chunk, k, c->in_bytes, true);
 		if (err < 0)
 			return fail(c, -err, "write error: %s", strerror(-err));
 		c->chunk += k;
@@ -1053,9 +1058,9 @@ static int out_write_pax(struct th_ctx *c, const struct ent *e)
 		pre++;
 	while (suf < olen - pre && suf < nlen - pre && o[olen - 1 - suf] == n[nlen - 1 - suf])
 		suf++;
-	err = out_write_from(c, n, pre, e->x_off);
+	err = out_write_from(c, n, pre, e->x_off, true);
 	err = err ?: out_write(c, n + pre, nlen - pre - suf);
-	return err ?: out_write_from(c, n + nlen - suf, suf, e->x_off + olen - suf);
+	return err ?: out_write_from(c, n + nlen - suf, suf, e->x_off + olen - suf, true);
 }
 
 /* Emits the pax header of the entry (as it was, rewritten, or not at all). */
@@ -1224,7 +1229,7 @@ static int process_entry(struct th_ctx *c, struct ent *e)
 	if (!err && e->x_first)
 		err = out_write(c, c->meta.p, c->meta.len);
 	/* The header is the last block read. */
-	err = err ?: out_write_from(c, e->hdr, TH_BLOCK, c->in_bytes - TH_BLOCK);
+	err = err ?: out_write_from(c, e->hdr, TH_BLOCK, c->in_bytes - TH_BLOCK, false);
 	if (err)
 		goto out_write;
 	if (e->type == 'S') {
@@ -1338,7 +1343,7 @@ static int do_trailer(struct th_ctx *c, const unsigned char *blk)
 		if (total > TH_TRAILER_MAX)
 			return fail(c, EBADMSG, "more than %u bytes after the end-of-archive marker",
 				    TH_TRAILER_MAX);
-		err = out_write_from(c, c->chunk, c->chunk_len, c->in_bytes);
+		err = out_write_from(c, c->chunk, c->chunk_len, c->in_bytes, true);
 		if (err)
 			return fail(c, -err, "write error: %s", strerror(-err));
 		c->in_bytes += c->chunk_len;

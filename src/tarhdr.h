@@ -74,9 +74,11 @@ struct th_ctx {
 	 * During a write(): the input offset the bytes were read from,
 	 * changed or not (file data, a header block, the ends of a pax
 	 * header around the records that changed), or TH_SRC_NEW for
-	 * bytes with no place in the input.  A hint for compressors.
+	 * bytes with no place in the input; src_same if they are the
+	 * input's unchanged.  A hint for compressors.
 	 */
 	uint64_t src;
+	bool src_same;
 	/* Results. */
 	uint64_t in_bytes;		/* tar bytes read */
 	uint64_t out_bytes;		/* tar bytes written */

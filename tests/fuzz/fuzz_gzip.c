@@ -110,7 +110,7 @@ static void rewrite(struct gz_matches *q, const struct buf *tar, unsigned int se
 		/* Hints right, shifted, or missing: never trusted. */
 		uint64_t src = sel & 16 ? GZ_SRC_NEW : o + (sel & 32 ? (o / 4096) % 7 : 0);
 
-		if (gzreuse_write(g, tar->p + o, n, src))
+		if (gzreuse_write(g, tar->p + o, n, src, sel & 64))
 			abort();
 	}
 	if (gzreuse_finish(g) || zlib_read(out.p, out.len, &back) ||

@@ -149,10 +149,11 @@ static int to_buf(void *arg, const void *p, size_t len)
  * gzreuse of want, whose bytes are those of the input but for a
  * change at [at, at + old) made [at, at + new): written as the tar
  * backend writes, the changed bytes apart (as a header is) and the rest
- * in pieces of step bytes with their place in the input.
+ * in pieces of step bytes with their place in the input, said to be
+ * the input's own bytes if same.
  */
 static struct buf reuse(struct gz_matches *q, const struct buf *want, size_t at,
-			size_t old, size_t new, size_t step)
+			size_t old, size_t new, size_t step, bool same)
 {
 	struct buf out = { 0 };
 	struct gzreuse *g = gzreuse_new(q, to_buf, &out);
@@ -164,7 +165,7 @@ static struct buf reuse(struct gz_matches *q, const struct buf *want, size_t at,
 		size_t n = end - o < step ? end - o : step;
 		uint64_t src = o < at ? o : o >= at + new ? o - new + old : GZ_SRC_NEW;
 
-		assert_int_equal(gzreuse_write(g, want->p + o, n, src), 0);
+		assert_int_equal(gzreuse_write(g, want->p + o, n, src, same), 0);
 		o += n;
 	}
 	assert_int_equal(gzreuse_finish(g), 0);
@@ -199,7 +200,7 @@ static void test_every_block_kind(void **state)
 			/* Nothing changed: the matches all hold again. */
 			gz_matches_free(&q);
 			assert_int_equal(tap(&z, 65536, &got, &q), 0);
-			r = reuse(&q, &s, 0, 0, 0, 70001);
+			r = reuse(&q, &s, 0, 0, 0, 70001, true);
 			check_gunzips_to(&r, &s);
 			if (level)
 				assert_true(r.len < z.len + z.len / 100 + 64);
@@ -270,7 +271,7 @@ static void test_changes(void **state)
 		for (size_t i = 0; i < want.len; i += 9973)
 			want.p[i] ^= 0x55;	/* and a byte in each stretch */
 		assert_int_equal(tap(&z, 65536, &got, &q), 0);
-		r = reuse(&q, &want, at, 20, ins[k] + 20, 1 + k * 4096);
+		r = reuse(&q, &want, at, 20, ins[k] + 20, 1 + k * 4096, false);
 		check_gunzips_to(&r, &want);
 		assert_true(r.len < z.len + z.len / 50);
 		gz_matches_free(&q);
@@ -298,7 +299,7 @@ static void test_wrong_alignment(void **state)
 	g = gzreuse_new(&q, to_buf, &r);
 	for (size_t o = 0; o < rev.len; o += 1000)
 		assert_int_equal(gzreuse_write(g, rev.p + o, rev.len - o < 1000 ? rev.len - o : 1000,
-					       (o * 7919) % s.len), 0);
+					       (o * 7919) % s.len, true), 0);
 	assert_int_equal(gzreuse_finish(g), 0);
 	gzreuse_free(g);
 	check_gunzips_to(&r, &rev);
