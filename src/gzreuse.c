@@ -72,32 +72,16 @@ struct gzreuse {
 	int err;
 };
 
-static const uint16_t len_base[29] = {
-	3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31,
-	35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258 };
-static const uint8_t len_extra[29] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-	3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0 };
-static const uint16_t dist_base[30] = {
-	1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193,
-	257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145,
-	8193, 12289, 16385, 24577 };
-static const uint8_t dist_extra[30] = {
-	0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6,
-	7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13 };
-static const uint8_t cl_order[19] = {
-	16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15 };
-
 static void symbol_tables(struct gzreuse *g)
 {
 	unsigned int s, v;
 
 	for (s = 0; s < 29; s++)
-		for (v = len_base[s]; v < len_base[s] + (1u << len_extra[s]) && v <= MAX_LEN; v++)
+		for (v = gz_len_base[s]; v < gz_len_base[s] + (1u << gz_len_extra[s]) && v <= MAX_LEN; v++)
 			g->len_sym[v] = (uint8_t)s;
 	g->len_sym[MAX_LEN] = 28;
 	for (s = 0; s < 30; s++)
-		for (v = dist_base[s]; v < dist_base[s] + (1u << dist_extra[s]); v++) {
+		for (v = gz_dist_base[s]; v < gz_dist_base[s] + (1u << gz_dist_extra[s]); v++) {
 			if (v <= 512)
 				g->dist_lo[v - 1] = (uint8_t)s;
 			else
@@ -219,17 +203,6 @@ static void lengths(const uint32_t *freq, unsigned int n, unsigned int limit, ui
 			len[key[i++] & 0xffff] = (uint8_t)l;
 }
 
-static unsigned int reverse(unsigned int code, unsigned int len)
-{
-	unsigned int r = 0;
-
-	while (len--) {
-		r = (r << 1) | (code & 1);
-		code >>= 1;
-	}
-	return r;
-}
-
 static void codes(const uint8_t *len, unsigned int n, uint16_t *code)
 {
 	unsigned int count[16] = { 0 }, next[16], i;
@@ -241,7 +214,7 @@ static void codes(const uint8_t *len, unsigned int n, uint16_t *code)
 	for (i = 1; i < 15; i++)
 		next[i + 1] = (next[i] + count[i]) << 1;
 	for (i = 0; i < n; i++)
-		code[i] = len[i] ? (uint16_t)reverse(next[len[i]]++, len[i]) : 0;
+		code[i] = len[i] ? (uint16_t)gz_reverse(next[len[i]]++, len[i]) : 0;
 }
 
 /* ---- blocks ---- */
@@ -304,9 +277,9 @@ static uint64_t token_bits(const struct gzreuse *g, const uint8_t *llen, const u
 	for (s = 0; s < 256; s++)
 		n += (uint64_t)g->lfreq[s] * llen[s];
 	for (s = 0; s < 29; s++)
-		n += (uint64_t)g->lfreq[257 + s] * (llen[257 + s] + len_extra[s]);
+		n += (uint64_t)g->lfreq[257 + s] * (llen[257 + s] + gz_len_extra[s]);
 	for (s = 0; s < 30; s++)
-		n += (uint64_t)g->dfreq[s] * (dlen[s] + dist_extra[s]);
+		n += (uint64_t)g->dfreq[s] * (dlen[s] + gz_dist_extra[s]);
 	return n;
 }
 
@@ -326,7 +299,7 @@ static uint64_t dynamic_codes(struct gzreuse *g, struct block_codes *b)
 	for (i = 0; i < b->ncl_sym; i++)
 		clfreq[b->cl[i]]++;
 	lengths(clfreq, 19, 7, b->cllen);
-	for (b->ncl = 19; b->ncl > 4 && !b->cllen[cl_order[b->ncl - 1]]; b->ncl--)
+	for (b->ncl = 19; b->ncl > 4 && !b->cllen[gz_cl_order[b->ncl - 1]]; b->ncl--)
 		;
 	n = 5 + 5 + 4 + 3 * b->ncl;
 	for (i = 0; i < b->ncl_sym; i++)
@@ -346,7 +319,7 @@ static void fixed_codes(struct block_codes *b)
 	memset(b->dlen, 5, 30);
 	codes(b->llen, 288, b->lcode);
 	for (unsigned int i = 0; i < 30; i++)
-		b->dcode[i] = (uint16_t)reverse(i, 5);
+		b->dcode[i] = (uint16_t)gz_reverse(i, 5);
 }
 
 static void put_tokens(struct gzreuse *g, const struct block_codes *b)
@@ -363,10 +336,10 @@ static void put_tokens(struct gzreuse *g, const struct block_codes *b)
 		dist = t & 0xffff;
 		s = g->len_sym[len];
 		put(g, b->lcode[257 + s], b->llen[257 + s]);
-		put(g, len - len_base[s], len_extra[s]);
+		put(g, len - gz_len_base[s], gz_len_extra[s]);
 		s = dist_sym(g, dist);
 		put(g, b->dcode[s], b->dlen[s]);
-		put(g, dist - dist_base[s], dist_extra[s]);
+		put(g, dist - gz_dist_base[s], gz_dist_extra[s]);
 	}
 	put(g, b->lcode[256], b->llen[256]);
 }
@@ -392,7 +365,7 @@ static int flush_block(struct gzreuse *g, bool last)
 		put(g, dyn->ndist - 1, 5);
 		put(g, dyn->ncl - 4, 4);
 		for (i = 0; i < dyn->ncl; i++)
-			put(g, dyn->cllen[cl_order[i]], 3);
+			put(g, dyn->cllen[gz_cl_order[i]], 3);
 		for (i = 0; i < dyn->ncl_sym; i++) {
 			put(g, dyn->clcode[dyn->cl[i]], dyn->cllen[dyn->cl[i]]);
 			put(g, dyn->clx[i], cl_extra[dyn->cl[i]]);

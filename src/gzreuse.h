@@ -36,6 +36,12 @@ struct gz_matches {
 	size_t cap, head, len;
 };
 
+/* RFC 1951: length and distance bases and extra bits, code-length order. */
+extern const uint16_t gz_len_base[29], gz_dist_base[30];
+extern const uint8_t gz_len_extra[29], gz_dist_extra[30], gz_cl_order[19];
+/* The low len bits of code, reversed: Huffman codes go out last bit first. */
+unsigned int gz_reverse(unsigned int code, unsigned int len);
+
 /* ---- the reader (gztap.c), gzin's interface with a tap ---- */
 
 struct gztap;

@@ -61,21 +61,33 @@ struct gztap {
 	char msg[160];
 };
 
-static const uint16_t len_base[29] = {
+/* RFC 1951's tables, for gzreuse.c too. */
+const uint16_t gz_len_base[29] = {
 	3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31,
 	35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258 };
-static const uint8_t len_extra[29] = {
+const uint8_t gz_len_extra[29] = {
 	0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
 	3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0 };
-static const uint16_t dist_base[30] = {
+const uint16_t gz_dist_base[30] = {
 	1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193,
 	257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145,
 	8193, 12289, 16385, 24577 };
-static const uint8_t dist_extra[30] = {
+const uint8_t gz_dist_extra[30] = {
 	0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6,
 	7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13 };
-static const uint8_t cl_order[19] = {
+const uint8_t gz_cl_order[19] = {
 	16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15 };
+
+unsigned int gz_reverse(unsigned int code, unsigned int len)
+{
+	unsigned int r = 0;
+
+	while (len--) {
+		r = (r << 1) | (code & 1);
+		code >>= 1;
+	}
+	return r;
+}
 
 uint64_t gztap_offset(const struct gztap *g)
 {
@@ -183,17 +195,6 @@ static int more(struct gztap *g)
 
 /* ---- Huffman tables ---- */
 
-static unsigned int reverse(unsigned int code, unsigned int len)
-{
-	unsigned int r = 0;
-
-	while (len--) {
-		r = (r << 1) | (code & 1);
-		code >>= 1;
-	}
-	return r;
-}
-
 /*
  * Canonical codes of lens[0..n) into t.  Over-subscribed lengths are
  * refused, as are incomplete ones except, for the literal/length and
@@ -227,7 +228,7 @@ static int build(uint32_t *t, unsigned int root, const uint8_t *lens, unsigned i
 	for (i = 0; i < n; i++) {
 		if (!(len = lens[i]))
 			continue;
-		code[i] = reverse(next_code[len]++, len);
+		code[i] = gz_reverse(next_code[len]++, len);
 		if (len <= root) {
 			for (unsigned int j = code[i]; j <= mask; j += 1u << len)
 				t[j] = i | len << 16;
@@ -301,7 +302,7 @@ static int dynamic_tables(struct gztap *g)
 	for (unsigned int k = 0; k < ncl; k++) {
 		if ((err = need(g, 3)))
 			return err;
-		cl[cl_order[k]] = (uint8_t)take(g, 3);
+		cl[gz_cl_order[k]] = (uint8_t)take(g, 3);
 	}
 	if (build(cl_table, CL_ROOT, cl, 19))
 		return bad(g, "invalid code lengths set");
@@ -418,7 +419,7 @@ static int huff(struct gztap *g, size_t lim)
 			return bad(g, "invalid literal/length code");
 		if ((err = need(g, 5)))
 			return err;
-		len = len_base[sym] + take(g, len_extra[sym]);
+		len = gz_len_base[sym] + take(g, gz_len_extra[sym]);
 		if ((err = need(g, 15)))
 			return err;
 		sym = decode(g, g->d, D_ROOT);
@@ -426,7 +427,7 @@ static int huff(struct gztap *g, size_t lim)
 			return bad(g, "invalid distance code");
 		if ((err = need(g, 13)))
 			return err;
-		dist = dist_base[sym] + take(g, dist_extra[sym]);
+		dist = gz_dist_base[sym] + take(g, gz_dist_extra[sym]);
 		made = g->wbase + g->wlen - g->member_start;
 		if (dist > made)
 			return bad(g, "invalid distance too far back");
