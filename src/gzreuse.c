@@ -43,6 +43,13 @@ struct seg {
 	bool fresh;			/* bytes new or changed (not "same") */
 };
 
+struct block_codes {
+	uint8_t llen[288], dlen[30], cllen[19];
+	uint16_t lcode[288], dcode[30], clcode[19];
+	uint8_t cl[320], clx[320];	/* code-length symbols and their extra bits */
+	unsigned int ncl_sym, nlit, ndist, ncl;
+};
+
 struct gzreuse {
 	struct gz_matches *q;
 	gzreuse_write_fn *fn;
@@ -61,6 +68,7 @@ struct gzreuse {
 	/* Output offset + 1 of the last literal with each 4-byte hash. */
 	uint64_t hash[1u << HASH_BITS];
 	uint32_t lfreq[286], dfreq[30];
+	struct block_codes dyn, fix;	/* this block's codes; the fixed ones */
 	uint8_t len_sym[MAX_LEN + 1], dist_lo[512], dist_hi[256];
 	uint64_t bits;
 	unsigned int nbits;
@@ -219,13 +227,6 @@ static void codes(const uint8_t *len, unsigned int n, uint16_t *code)
 
 /* ---- blocks ---- */
 
-struct block_codes {
-	uint8_t llen[288], dlen[30], cllen[19];
-	uint16_t lcode[288], dcode[30], clcode[19];
-	uint8_t cl[320], clx[320];	/* code-length symbols and their extra bits */
-	unsigned int ncl_sym, nlit, ndist, ncl;
-};
-
 /* The code lengths of the litlen and distance codes, run-length coded. */
 static void code_lengths(struct block_codes *b)
 {
@@ -346,15 +347,12 @@ static void put_tokens(struct gzreuse *g, const struct block_codes *b)
 
 static int flush_block(struct gzreuse *g, bool last)
 {
-	struct block_codes *dyn = malloc(2 * sizeof(*dyn)), *fix = dyn + 1;
+	struct block_codes *dyn = &g->dyn, *fix = &g->fix;
 	uint64_t dbits;
 	unsigned int i;
 
-	if (!dyn)
-		return -ENOMEM;
 	g->lfreq[256] = 1;
 	dbits = dynamic_codes(g, dyn);
-	fixed_codes(fix);
 	put(g, last, 1);
 	if (token_bits(g, fix->llen, fix->dlen) <= dbits) {
 		put(g, 1, 2);
@@ -372,7 +370,6 @@ static int flush_block(struct gzreuse *g, bool last)
 		}
 		put_tokens(g, dyn);
 	}
-	free(dyn);
 	g->ntok = 0;
 	memset(g->lfreq, 0, sizeof(g->lfreq));
 	memset(g->dfreq, 0, sizeof(g->dfreq));
@@ -710,6 +707,7 @@ struct gzreuse *gzreuse_new(struct gz_matches *q, gzreuse_write_fn *fn, void *ar
 	g->arg = arg;
 	g->npast = 1;			/* at 0, the same place in both */
 	symbol_tables(g);
+	fixed_codes(&g->fix);
 	return g;
 }
 

@@ -271,7 +271,7 @@ static inline int decode(struct gztap *g, const uint32_t *t, unsigned int root)
 	return (int)(e & 0xffff);
 }
 
-static int fixed_tables(struct gztap *g)
+static void fixed_tables(struct gztap *g)
 {
 	uint8_t lens[288];
 
@@ -282,7 +282,6 @@ static int fixed_tables(struct gztap *g)
 	build(g->ll, LL_ROOT, lens, 288);
 	memset(lens, 5, 32);
 	build(g->d, D_ROOT, lens, 32);
-	return 0;
 }
 
 static int dynamic_tables(struct gztap *g)
@@ -496,7 +495,7 @@ static int block_header(struct gztap *g)
 		g->st = S_STORED;
 		return 0;
 	case 1:
-		err = fixed_tables(g);
+		fixed_tables(g);
 		break;
 	case 2:
 		err = dynamic_tables(g);
