@@ -148,11 +148,27 @@ static void put_bytes(struct gzreuse *g, const unsigned char *p, size_t n)
 
 /* ---- Huffman codes ---- */
 
-static int by_key(const void *a, const void *b)
+/*
+ * Keys freq << 16 | symbol, given in symbol order, sorted: a radix sort
+ * on the two bytes of freq (below 2^16: a block has fewer tokens), which
+ * is stable and so leaves equal frequencies in symbol order.
+ */
+static void sort_keys(uint64_t *key, unsigned int n)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t tmp[320];
 
-	return x < y ? -1 : x > y;
+	_Static_assert(BLOCK_TOKENS + 1 < 1u << 16, "frequencies fit in two bytes");
+	for (unsigned int shift = 16; shift < 32; shift += 8) {
+		unsigned int at[257] = { 0 }, i;
+
+		for (i = 0; i < n; i++)
+			at[((key[i] >> shift) & 0xff) + 1]++;
+		for (i = 1; i < 257; i++)
+			at[i] += at[i - 1];
+		for (i = 0; i < n; i++)
+			tmp[at[(key[i] >> shift) & 0xff]++] = key[i];
+		memcpy(key, tmp, n * sizeof(*key));
+	}
 }
 
 /*
@@ -167,16 +183,24 @@ static void lengths(const uint32_t *freq, unsigned int n, unsigned int limit, ui
 	uint64_t key[320];
 	uint32_t w[640];
 	unsigned int parent[640], depth[640], count[640] = { 0 };
-	unsigned int nz = 0, i, leaf = 0, inner, next, l;
+	unsigned int nz = 0, i, leaf = 0, inner, next, l, fill = 2;
 
 	memset(len, 0, n);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n && fill; i++)
 		if (freq[i])
-			key[nz++] = (uint64_t)freq[i] << 16 | i;
-	for (i = 0; nz < 2; i++)
-		if (!freq[i])
-			key[nz++] = (uint64_t)1 << 16 | i;
-	qsort(key, nz, sizeof(*key), by_key);
+			fill--;
+	/* Fewer than two used: the first unused ones count once. */
+	for (i = 0; i < n; i++) {
+		uint32_t f = freq[i];
+
+		if (!f && fill) {
+			f = 1;
+			fill--;
+		}
+		if (f)
+			key[nz++] = (uint64_t)f << 16 | i;
+	}
+	sort_keys(key, nz);
 	for (i = 0; i < nz; i++)
 		w[i] = (uint32_t)(key[i] >> 16);
 	inner = next = nz;
@@ -323,25 +347,56 @@ static void fixed_codes(struct block_codes *b)
 		b->dcode[i] = (uint16_t)gz_reverse(i, 5);
 }
 
+/*
+ * The block's tokens and its end code.  The bit buffer is kept in
+ * locals, which the stores to out cannot alias, and written 8 bytes at
+ * a time: a token is at most 15 + 5 + 15 + 13 bits, so after each the
+ * whole bytes go out and at most 7 bits wait.
+ */
 static void put_tokens(struct gzreuse *g, const struct block_codes *b)
 {
+	uint64_t bits = g->bits;
+	unsigned int nbits = g->nbits;
+	size_t olen = g->olen;
+
 	for (unsigned int i = 0; i < g->ntok; i++) {
 		uint32_t t = g->tok[i];
 		unsigned int len, dist, s;
 
-		if (!(t & TOK_MATCH)) {
-			put(g, b->lcode[t], b->llen[t]);
-			continue;
+		if (olen > OUT_SIZE - 8) {
+			g->olen = olen;
+			out_flush(g);
+			olen = 0;
 		}
-		len = (t >> 16) & 0x1ff;
-		dist = t & 0xffff;
-		s = g->len_sym[len];
-		put(g, b->lcode[257 + s], b->llen[257 + s]);
-		put(g, len - gz_len_base[s], gz_len_extra[s]);
-		s = dist_sym(g, dist);
-		put(g, b->dcode[s], b->dlen[s]);
-		put(g, dist - gz_dist_base[s], gz_dist_extra[s]);
+		if (nbits >= 8) {
+			/* Only on entry: put() leaves up to 31 bits. */
+			put64(g->out + olen, bits);
+			olen += nbits >> 3;
+			bits >>= nbits & ~7u;
+			nbits &= 7;
+		}
+		if (!(t & TOK_MATCH)) {
+			bits |= (uint64_t)b->lcode[t] << nbits;
+			nbits += b->llen[t];
+		} else {
+			len = (t >> 16) & 0x1ff;
+			dist = t & 0xffff;
+			s = g->len_sym[len];
+			bits |= (uint64_t)(b->lcode[257 + s] |
+					   (len - gz_len_base[s]) << b->llen[257 + s]) << nbits;
+			nbits += b->llen[257 + s] + gz_len_extra[s];
+			s = dist_sym(g, dist);
+			bits |= (uint64_t)(b->dcode[s] | (dist - gz_dist_base[s]) << b->dlen[s]) << nbits;
+			nbits += b->dlen[s] + gz_dist_extra[s];
+		}
+		put64(g->out + olen, bits);
+		olen += nbits >> 3;
+		bits >>= nbits & ~7u;
+		nbits &= 7;
 	}
+	g->bits = bits;
+	g->nbits = nbits;
+	g->olen = olen;
 	put(g, b->lcode[256], b->llen[256]);
 }
 
@@ -390,21 +445,25 @@ static inline int emit(struct gzreuse *g, uint32_t t)
 	return g->ntok == BLOCK_TOKENS ? flush_block(g, false) : 0;
 }
 
-/* How far a and b agree, up to max bytes. */
+/*
+ * How far a and b agree, up to max bytes.  Reads 8 bytes at a time, up
+ * to 7 past max: h has that much room after its end.
+ */
 static inline size_t agree(const unsigned char *a, const unsigned char *b, size_t max)
 {
 	size_t n = 0;
 
-	while (n + 8 <= max) {
+	for (;;) {
 		uint64_t x = get64(a + n) ^ get64(b + n);
 
-		if (x)
-			return n + (size_t)(__builtin_ctzll(x) >> 3);
+		if (x) {
+			n += (size_t)(__builtin_ctzll(x) >> 3);
+			return n < max ? n : max;
+		}
 		n += 8;
+		if (n >= max)
+			return max;
 	}
-	while (n < max && a[n] == b[n])
-		n++;
-	return n;
 }
 
 /*
@@ -438,11 +497,18 @@ static int plain(struct gzreuse *g, size_t n)
 {
 	int err = 0;
 
-	while (!err && n--) {
-		unsigned char c = g->h[g->cur++];
+	while (!err && n) {
+		size_t k = BLOCK_TOKENS - g->ntok < n ? BLOCK_TOKENS - g->ntok : n;
+		const unsigned char *p = g->h + g->cur;
+		uint32_t *tok = g->tok + g->ntok;
 
-		g->lfreq[c]++;
-		g->tok[g->ntok++] = c;
+		for (size_t i = 0; i < k; i++) {
+			tok[i] = p[i];
+			g->lfreq[p[i]]++;
+		}
+		g->cur += k;
+		g->ntok += (unsigned int)k;
+		n -= k;
 		if (g->ntok == BLOCK_TOKENS)
 			err = flush_block(g, false);
 	}
@@ -696,7 +762,7 @@ struct gzreuse *gzreuse_new(struct gz_matches *q, gzreuse_write_fn *fn, void *ar
 
 	if (!g)
 		return NULL;
-	g->h = malloc(HIST + TAKE);
+	g->h = calloc(1, HIST + TAKE + 8);	/* agree() reads past the end */
 	g->tok = malloc(BLOCK_TOKENS * sizeof(*g->tok));
 	if (!g->h || !g->tok) {
 		gzreuse_free(g);

@@ -394,6 +394,92 @@ static inline void copy_match(unsigned char *d, unsigned int len, unsigned int d
 	}
 }
 
+/*
+ * huff()'s loop while 8 bytes of input are there: one refill gives 56
+ * bits, enough for a whole token (15 + 5 + 15 + 13 = 48), and the state is
+ * kept in locals, which stores to the window cannot alias.  Anything
+ * unusual (the end of the block, a bad code, a distance too far) is
+ * left, unconsumed, to huff(), which decides it.
+ */
+static int huff_fast(struct gztap *g, size_t lim)
+{
+	const unsigned char *ip = g->ip;
+	uint64_t bits = g->bits, made = g->wbase - g->member_start;
+	unsigned int nbits = g->nbits;
+	unsigned char *w = g->w;
+	size_t wlen = g->wlen;
+	struct gz_matches *q = g->q;
+	int err = 0;
+
+	while (wlen < lim && g->iend - ip >= 8) {
+		uint64_t b;
+		uint32_t e;
+		unsigned int used = 0, k, sym, len, dist;
+
+		if (nbits < 48) {
+			/* refill_slow() may leave 64 */
+			bits |= get64(ip) << nbits;
+			ip += (63 - nbits) >> 3;
+			nbits |= 56;
+		}
+		b = bits;
+		e = g->ll[b & ((1u << LL_ROOT) - 1)];
+		if (e & E_LINK) {
+			b >>= LL_ROOT;
+			used = LL_ROOT;
+			e = g->ll[(e & 0xffff) + (b & ((1u << ((e >> 16) & 0xff)) - 1))];
+		}
+		k = (e >> 16) & 0xff;
+		sym = e & 0xffff;
+		if (!k || sym == 256 || sym >= 286)
+			break;
+		b >>= k;
+		used += k;
+		if (sym < 256) {
+			w[wlen++] = (unsigned char)sym;
+			bits = b;
+			nbits -= used;
+			continue;
+		}
+		sym -= 257;
+		k = gz_len_extra[sym];
+		len = gz_len_base[sym] + (unsigned int)(b & ((1u << k) - 1));
+		b >>= k;
+		used += k;
+		e = g->d[b & ((1u << D_ROOT) - 1)];
+		if (e & E_LINK) {
+			b >>= D_ROOT;
+			used += D_ROOT;
+			e = g->d[(e & 0xffff) + (b & ((1u << ((e >> 16) & 0xff)) - 1))];
+		}
+		k = (e >> 16) & 0xff;
+		sym = e & 0xffff;
+		if (!k || sym >= 30)
+			break;
+		b >>= k;
+		used += k;
+		k = gz_dist_extra[sym];
+		dist = gz_dist_base[sym] + (unsigned int)(b & ((1u << k) - 1));
+		if (dist > made + wlen)
+			break;
+		copy_match(w + wlen, len, dist);
+		if (q->len < q->cap) {
+			q->m[(q->head + q->len++) & (q->cap - 1)] =
+				(struct gz_match){ g->wbase + wlen, (uint16_t)len, (uint16_t)dist };
+		} else if ((err = record(g, g->wbase + wlen, len, dist))) {
+			break;
+		}
+		wlen += len;
+		bits = b >> k;
+		nbits -= used + k;
+	}
+	g->ip = ip;
+	g->bits = bits;
+	g->nbits = nbits;
+	g->wlen = wlen;
+	return err;
+}
+
 static int huff(struct gztap *g, size_t lim)
 {
 	uint64_t made;
@@ -401,6 +487,11 @@ static int huff(struct gztap *g, size_t lim)
 	int sym, err;
 
 	while (g->wlen < lim) {
+		if ((err = huff_fast(g, lim)))
+			return err;
+		if (g->wlen >= lim)
+			break;
+		/* One token the careful way: near the input's end, or odd. */
 		if ((err = need(g, 15)))
 			return err;
 		sym = decode(g, g->ll, LL_ROOT);
