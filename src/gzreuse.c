@@ -43,6 +43,16 @@ struct seg {
 	bool fresh;			/* bytes new or changed (not "same") */
 };
 
+/*
+ * Bits waiting to go out (at most 7 between writes: whole bytes go out
+ * at once) and the bytes of out[] filled.
+ */
+struct bits {
+	uint64_t v;
+	unsigned int n;
+	size_t olen;
+};
+
 struct block_codes {
 	uint8_t llen[288], dlen[30], cllen[19];
 	uint16_t lcode[288], dcode[30], clcode[19];
@@ -70,10 +80,8 @@ struct gzreuse {
 	uint32_t lfreq[286], dfreq[30];
 	struct block_codes dyn, fix;	/* this block's codes; the fixed ones */
 	uint8_t len_sym[MAX_LEN + 1], dist_lo[512], dist_hi[256];
-	uint64_t bits;
-	unsigned int nbits;
+	struct bits bw;
 	unsigned char out[OUT_SIZE];
-	size_t olen;
 	uint32_t crc;
 	uint64_t total;
 	bool started;
@@ -108,42 +116,46 @@ static void out_flush(struct gzreuse *g)
 {
 	int err;
 
-	if (g->olen && !g->err && (err = g->fn(g->arg, g->out, g->olen)))
+	if (g->bw.olen && !g->err && (err = g->fn(g->arg, g->out, g->bw.olen)))
 		g->err = err;
-	g->olen = 0;
+	g->bw.olen = 0;
 }
 
-/* n <= 32 bits */
-static inline void put(struct gzreuse *g, uint32_t v, unsigned int n)
+/*
+ * n <= 57 bits at b->olen in out, which has 8 bytes of room there; the
+ * whole bytes go out 8 at a time.
+ */
+static inline void add_bits(unsigned char *out, struct bits *b, uint64_t v, unsigned int n)
 {
-	g->bits |= (uint64_t)v << g->nbits;
-	g->nbits += n;
-	if (g->nbits >= 32) {
-		put32(g->out + g->olen, (uint32_t)g->bits);
-		g->olen += 4;
-		g->bits >>= 32;
-		g->nbits -= 32;
-		if (g->olen > OUT_SIZE - 8)
-			out_flush(g);
-	}
+	b->v |= v << b->n;
+	b->n += n;
+	put64(out + b->olen, b->v);
+	b->olen += b->n >> 3;
+	b->v >>= b->n & ~7u;
+	b->n &= 7;
+}
+
+static void put(struct gzreuse *g, uint32_t v, unsigned int n)
+{
+	add_bits(g->out, &g->bw, v, n);
+	if (g->bw.olen > OUT_SIZE - 8)
+		out_flush(g);
 }
 
 static void put_align(struct gzreuse *g)
 {
-	while (g->nbits > 0) {
-		g->out[g->olen++] = (unsigned char)g->bits;
-		g->bits >>= 8;
-		g->nbits = g->nbits > 8 ? g->nbits - 8 : 0;
-	}
-	g->bits = 0;
+	if (g->bw.n)
+		g->out[g->bw.olen++] = (unsigned char)g->bw.v;
+	g->bw.v = 0;
+	g->bw.n = 0;
 }
 
 static void put_bytes(struct gzreuse *g, const unsigned char *p, size_t n)
 {
-	if (g->olen + n > OUT_SIZE)
+	if (g->bw.olen + n > OUT_SIZE)
 		out_flush(g);
-	memcpy(g->out + g->olen, p, n);
-	g->olen += n;
+	memcpy(g->out + g->bw.olen, p, n);
+	g->bw.olen += n;
 }
 
 /* ---- Huffman codes ---- */
@@ -348,55 +360,39 @@ static void fixed_codes(struct block_codes *b)
 }
 
 /*
- * The block's tokens and its end code.  The bit buffer is kept in
- * locals, which the stores to out cannot alias, and written 8 bytes at
- * a time: a token is at most 15 + 5 + 15 + 13 bits, so after each the
- * whole bytes go out and at most 7 bits wait.
+ * The block's tokens and its end code.  The bits are kept in a local,
+ * which the stores to out cannot alias; a token is one add_bits() of at
+ * most 15 + 5 + 15 + 13 bits.
  */
 static void put_tokens(struct gzreuse *g, const struct block_codes *b)
 {
-	uint64_t bits = g->bits;
-	unsigned int nbits = g->nbits;
-	size_t olen = g->olen;
+	struct bits w = g->bw;
 
 	for (unsigned int i = 0; i < g->ntok; i++) {
 		uint32_t t = g->tok[i];
-		unsigned int len, dist, s;
+		unsigned int len, dist, s, d, n;
+		uint64_t v;
 
-		if (olen > OUT_SIZE - 8) {
-			g->olen = olen;
+		if (w.olen > OUT_SIZE - 8) {
+			g->bw = w;
 			out_flush(g);
-			olen = 0;
-		}
-		if (nbits >= 8) {
-			/* Only on entry: put() leaves up to 31 bits. */
-			put64(g->out + olen, bits);
-			olen += nbits >> 3;
-			bits >>= nbits & ~7u;
-			nbits &= 7;
+			w.olen = 0;
 		}
 		if (!(t & TOK_MATCH)) {
-			bits |= (uint64_t)b->lcode[t] << nbits;
-			nbits += b->llen[t];
-		} else {
-			len = (t >> 16) & 0x1ff;
-			dist = t & 0xffff;
-			s = g->len_sym[len];
-			bits |= (uint64_t)(b->lcode[257 + s] |
-					   (len - gz_len_base[s]) << b->llen[257 + s]) << nbits;
-			nbits += b->llen[257 + s] + gz_len_extra[s];
-			s = dist_sym(g, dist);
-			bits |= (uint64_t)(b->dcode[s] | (dist - gz_dist_base[s]) << b->dlen[s]) << nbits;
-			nbits += b->dlen[s] + gz_dist_extra[s];
+			add_bits(g->out, &w, b->lcode[t], b->llen[t]);
+			continue;
 		}
-		put64(g->out + olen, bits);
-		olen += nbits >> 3;
-		bits >>= nbits & ~7u;
-		nbits &= 7;
+		len = (t >> 16) & 0x1ff;
+		dist = t & 0xffff;
+		s = g->len_sym[len];
+		d = dist_sym(g, dist);
+		v = b->lcode[257 + s] | (len - gz_len_base[s]) << b->llen[257 + s];
+		n = b->llen[257 + s] + gz_len_extra[s];
+		v |= (uint64_t)(b->dcode[d] | (dist - gz_dist_base[d]) << b->dlen[d]) << n;
+		n += b->dlen[d] + gz_dist_extra[d];
+		add_bits(g->out, &w, v, n);
 	}
-	g->bits = bits;
-	g->nbits = nbits;
-	g->olen = olen;
+	g->bw = w;
 	put(g, b->lcode[256], b->llen[256]);
 }
 

@@ -255,19 +255,33 @@ static int build(uint32_t *t, unsigned int root, const uint8_t *lens, unsigned i
 	return 0;
 }
 
+/*
+ * The entry of the code at the bottom of b (15 bits there), and in
+ * *used the bits it takes; an entry with no length is no code.
+ */
+static inline uint32_t lookup(const uint32_t *t, unsigned int root, uint64_t b,
+			      unsigned int *used)
+{
+	uint32_t e = t[b & ((1u << root) - 1)];
+
+	*used = 0;
+	if (e & E_LINK) {
+		*used = root;
+		e = t[(e & 0xffff) + ((b >> root) & ((1u << ((e >> 16) & 0xff)) - 1))];
+	}
+	*used += (e >> 16) & 0xff;
+	return e;
+}
+
 /* The next code in g->bits (15 bits there): its symbol, or -1 for none. */
 static inline int decode(struct gztap *g, const uint32_t *t, unsigned int root)
 {
-	uint32_t e = t[g->bits & ((1u << root) - 1)];
+	unsigned int used;
+	uint32_t e = lookup(t, root, g->bits, &used);
 
-	if (e & E_LINK) {
-		g->bits >>= root;
-		g->nbits -= root;
-		e = t[(e & 0xffff) + (g->bits & ((1u << ((e >> 16) & 0xff)) - 1))];
-	}
 	if (!((e >> 16) & 0xff))
 		return -1;
-	take(g, (e >> 16) & 0xff);
+	take(g, used);
 	return (int)(e & 0xffff);
 }
 
@@ -414,7 +428,7 @@ static int huff_fast(struct gztap *g, size_t lim)
 	while (wlen < lim && g->iend - ip >= 8) {
 		uint64_t b;
 		uint32_t e;
-		unsigned int used = 0, k, sym, len, dist;
+		unsigned int used, k, sym, len, dist;
 
 		if (nbits < 48) {
 			/* refill_slow() may leave 64 */
@@ -422,19 +436,11 @@ static int huff_fast(struct gztap *g, size_t lim)
 			ip += (63 - nbits) >> 3;
 			nbits |= 56;
 		}
-		b = bits;
-		e = g->ll[b & ((1u << LL_ROOT) - 1)];
-		if (e & E_LINK) {
-			b >>= LL_ROOT;
-			used = LL_ROOT;
-			e = g->ll[(e & 0xffff) + (b & ((1u << ((e >> 16) & 0xff)) - 1))];
-		}
-		k = (e >> 16) & 0xff;
+		e = lookup(g->ll, LL_ROOT, bits, &used);
 		sym = e & 0xffff;
-		if (!k || sym == 256 || sym >= 286)
+		if (!((e >> 16) & 0xff) || sym == 256 || sym >= 286)
 			break;
-		b >>= k;
-		used += k;
+		b = bits >> used;
 		if (sym < 256) {
 			w[wlen++] = (unsigned char)sym;
 			bits = b;
@@ -446,15 +452,9 @@ static int huff_fast(struct gztap *g, size_t lim)
 		len = gz_len_base[sym] + (unsigned int)(b & ((1u << k) - 1));
 		b >>= k;
 		used += k;
-		e = g->d[b & ((1u << D_ROOT) - 1)];
-		if (e & E_LINK) {
-			b >>= D_ROOT;
-			used += D_ROOT;
-			e = g->d[(e & 0xffff) + (b & ((1u << ((e >> 16) & 0xff)) - 1))];
-		}
-		k = (e >> 16) & 0xff;
+		e = lookup(g->d, D_ROOT, b, &k);
 		sym = e & 0xffff;
-		if (!k || sym >= 30)
+		if (!((e >> 16) & 0xff) || sym >= 30)
 			break;
 		b >>= k;
 		used += k;
