@@ -473,6 +473,8 @@ int shiftimg_status(struct shiftimg *h, const char *target, FILE *out)
 	si_error_clear(h);
 	if (si_lxc_probe(target))
 		return si_lxc_status(h, target, out);
+	if (si_store_probe(target))
+		return si_store_status(h, target, out);
 	return si_journal_status(h, target, out);
 }
 
@@ -481,6 +483,8 @@ int shiftimg_rollback(struct shiftimg *h, const char *target)
 	si_error_clear(h);
 	if (si_lxc_probe(target))
 		return si_lxc_rollback(h, target);
+	if (si_store_probe(target))
+		return si_store_rollback(h, target);
 	return si_journal_rollback(h, target);
 }
 
@@ -604,6 +608,9 @@ static int build_rules(struct shiftimg *h)
 		}
 		if (h->have_from[k]) {
 			si_idmap_compose(&h->from[k], &h->given[k], &composed);
+			if (h->keep_outside &&
+			    si_idmap_keep_outside(&composed, &h->from[k]) < 0)
+				return si_error(h, EINVAL, "the maps have too many ranges");
 			src = &composed;
 		}
 		if (h->flags & SHIFTIMG_REVERSE)

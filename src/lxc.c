@@ -53,40 +53,6 @@ struct lxc {
 	struct stat dir_st, conf_st;
 };
 
-/* Reads a small text file whole; NUL-terminated. */
-static int slurp(struct shiftimg *h, const char *path, char **buf, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), err = 0;
-	struct stat st;
-	ssize_t n;
-
-	*buf = NULL;
-	if (fd < 0)
-		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX) {
-		err = si_error(h, EINVAL, "%s: not a regular file of at most 1 MiB", path);
-		goto out_close;
-	}
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf) {
-		err = si_error(h, ENOMEM, "out of memory");
-		goto out_close;
-	}
-	n = pread(fd, *buf, (size_t)st.st_size, 0);
-	if (n != st.st_size) {
-		err = si_error(h, n < 0 ? errno : EIO, "%s: read: %s", path,
-			       n < 0 ? strerror(errno) : "short read");
-		free(*buf);
-		*buf = NULL;
-		goto out_close;
-	}
-	(*buf)[n] = '\0';
-	*len = (size_t)n;
-out_close:
-	close(fd);
-	return err;
-}
-
 bool si_lxc_probe(const char *path)
 {
 	char cfg[PATH_MAX + 16], *buf;
@@ -127,7 +93,7 @@ static int check_include_file(struct shiftimg *h, struct lxc *c,
 	size_t len;
 	int err;
 
-	err = slurp(h, path, &buf, &len);
+	err = si_file_read(h, path, CONFIG_MAX, &buf, &len);
 	if (err)
 		return err;
 	err = si_lxc_conf_parse(buf, len, &inc, msg, sizeof(msg));
@@ -200,7 +166,7 @@ static int read_config(struct shiftimg *h, struct lxc *c)
 	/* A committed, unfinished migration: its old map is the current one. */
 	if (access(c->conf_old, F_OK) == 0)
 		which = c->conf_old;
-	err = slurp(h, which, &c->cur, &c->cur_len);
+	err = si_file_read(h, which, CONFIG_MAX, &c->cur, &c->cur_len);
 	if (err)
 		return err;
 	if (stat(c->config, &c->conf_st) < 0)
@@ -350,42 +316,6 @@ static int check_stopped(struct shiftimg *h, struct lxc *c)
 
 /* ---- the new config ---- */
 
-/*
- * The config's writes and syncs are fault points like the journal's
- * (SHIFTIMG_FAULT), so the tests can stop a run at each of them too.
- */
-static int sync_dir(struct shiftimg *h, const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
-
-	si_fault(SI_FAULT_SYNC);
-	if (fd < 0 || fsync(fd) < 0)
-		err = si_error(h, errno, "%s: fsync: %s", dir, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return err;
-}
-
-static int write_file(struct shiftimg *h, const char *path, const char *buf,
-		      size_t len, const struct stat *like)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		      like->st_mode & 07777), err = 0;
-
-	if (fd < 0)
-		return si_error(h, errno, "%s: %s", path, strerror(errno));
-	si_fault(SI_FAULT_WRITE);
-	if (fchown(fd, like->st_uid, like->st_gid) < 0 ||
-	    fchmod(fd, like->st_mode & 07777) < 0 ||
-	    write(fd, buf, len) != (ssize_t)len ||
-	    (si_fault(SI_FAULT_SYNC), fsync(fd) < 0))
-		err = si_error(h, errno ? errno : EIO, "%s: %s", path, strerror(errno ? errno : EIO));
-	close(fd);
-	if (err)
-		unlink(path);
-	return err;
-}
-
 /* container id 0 under a map: the container's root on the host */
 static uint32_t root_of(const struct si_idmap *m, bool have)
 {
@@ -427,7 +357,7 @@ static int commit_config(struct shiftimg *h, void *arg)
 	size_t len;
 	int err;
 
-	err = slurp(h, c->config, &now, &len);
+	err = si_file_read(h, c->config, CONFIG_MAX, &now, &len);
 	if (err)
 		return err;
 	if (len == c->next_len && !memcmp(now, c->next, len)) {
@@ -435,20 +365,20 @@ static int commit_config(struct shiftimg *h, void *arg)
 		return 0;
 	}
 	free(now);
-	err = write_file(h, c->conf_new, c->next, c->next_len, &c->conf_st);
+	err = si_file_write(h, c->conf_new, c->next, c->next_len, &c->conf_st);
 	if (!err)
 		si_fault(SI_FAULT_WRITE);
 	if (!err && link(c->config, c->conf_old) < 0 && errno != EEXIST)
 		err = si_error(h, errno, "%s: %s", c->conf_old, strerror(errno));
 	if (!err)
-		err = sync_dir(h, c->dir);
+		err = si_dir_sync(h, c->dir);
 	if (!err)
 		err = chown_dir(h, c, h->given, h->have, c->conf.map, c->conf.have_map);
 	if (!err)
 		si_fault(SI_FAULT_WRITE);
 	if (!err && rename(c->conf_new, c->config) < 0)
 		err = si_error(h, errno, "%s: %s", c->config, strerror(errno));
-	return err ? err : sync_dir(h, c->dir);
+	return err ? err : si_dir_sync(h, c->dir);
 }
 
 static int finish(struct shiftimg *h, struct lxc *c)
@@ -458,7 +388,7 @@ static int finish(struct shiftimg *h, struct lxc *c)
 	si_fault(SI_FAULT_WRITE);
 	if (unlink(c->conf_old) < 0 && errno != ENOENT)
 		return si_error(h, errno, "%s: %s", c->conf_old, strerror(errno));
-	return sync_dir(h, c->dir);
+	return si_dir_sync(h, c->dir);
 }
 
 /* ---- the run ---- */
@@ -618,7 +548,7 @@ static int restore_config(struct shiftimg *h, struct lxc *c)
 		char *buf, msg[256];
 		size_t len;
 
-		err = slurp(h, c->config, &buf, &len);
+		err = si_file_read(h, c->config, CONFIG_MAX, &buf, &len);
 		if (err)
 			return err;
 		if (si_lxc_conf_parse(buf, len, &now, msg, sizeof(msg)) == 0) {
@@ -632,7 +562,7 @@ static int restore_config(struct shiftimg *h, struct lxc *c)
 	}
 	if (!err && unlink(c->conf_new) < 0 && errno != ENOENT)
 		err = si_error(h, errno, "%s: %s", c->conf_new, strerror(errno));
-	return err ? err : sync_dir(h, c->dir);
+	return err ? err : si_dir_sync(h, c->dir);
 }
 
 int si_lxc_rollback(struct shiftimg *h, const char *target)

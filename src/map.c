@@ -4,6 +4,7 @@
  * uid_map.  An extent (first, target, count) sends first+i to target+i.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rules.h"
@@ -156,4 +157,34 @@ bool si_idmap_is_identity(const struct si_idmap *m)
 		if (m->ext[i].first != m->ext[i].target)
 			return false;
 	return true;
+}
+
+static int by_target(const void *a, const void *b)
+{
+	const struct si_extent *x = a, *y = b;
+
+	return x->target < y->target ? -1 : x->target > y->target;
+}
+
+int si_idmap_keep_outside(struct si_idmap *m, const struct si_idmap *from)
+{
+	struct si_extent t[SI_MAP_EXTENTS];
+	uint64_t at = 0;
+	unsigned int i;
+
+	memcpy(t, from->ext, from->nr * sizeof(t[0]));
+	qsort(t, from->nr, sizeof(t[0]), by_target);
+	for (i = 0; i <= from->nr; i++) {
+		uint64_t end = i < from->nr ? t[i].target : (uint64_t)SI_ID_MAX + 1;
+
+		if (end > at) {
+			if (m->nr == SI_MAP_EXTENTS)
+				return -1;
+			insert_sorted(m, (struct si_extent){ (uint32_t)at, (uint32_t)at,
+							     (uint32_t)(end - at) });
+		}
+		if (i < from->nr && (uint64_t)t[i].target + t[i].count > at)
+			at = (uint64_t)t[i].target + t[i].count;
+	}
+	return 0;
 }

@@ -90,6 +90,12 @@ void si_idmap_invert(const struct si_idmap *m, struct si_idmap *inv);
  */
 void si_idmap_compose(const struct si_idmap *from, const struct si_idmap *to,
 		      struct si_idmap *out);
+/*
+ * Adds to m the identity on every id outside the outside ranges of
+ * from (the ids a from-map does not hold are kept).  Returns 0, or -1
+ * if m would have too many extents.
+ */
+int si_idmap_keep_outside(struct si_idmap *m, const struct si_idmap *from);
 /* Looks id up; returns true and sets *out when a range covers it. */
 bool si_idmap_lookup(const struct si_idmap *m, uint32_t id, uint32_t *out);
 bool si_idmap_is_identity(const struct si_idmap *m);

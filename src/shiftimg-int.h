@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 
 #include "shiftimg.h"
 #include "rules.h"
@@ -18,6 +19,32 @@ struct si_option {
 };
 
 #define SI_DIGEST_LEN	(7 + 64 + 1)	/* "sha256:", hex, NUL */
+
+/* Directories by (device, inode), sorted by inode. */
+struct si_dirs {
+	uint64_t dev;
+	uint64_t *ino;
+	size_t nr;
+};
+
+static inline bool si_dirs_has(const struct si_dirs *d, uint64_t dev, uint64_t ino)
+{
+	size_t lo = 0, hi = d->nr;
+
+	if (dev != d->dev)
+		return false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->ino[mid] == ino)
+			return true;
+		if (d->ino[mid] < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
 
 struct shiftimg {
 	/* The maps as given, inside -> outside; have[k] if any range. */
@@ -47,6 +74,13 @@ struct shiftimg {
 	/* What a backend's check pass leaves its apply pass; freed after the run. */
 	void *pass_state;
 	void (*pass_state_free)(void *);
+	/*
+	 * A rootful store's run (src/store.c): host ids outside the
+	 * from-map's ranges are kept, and the directories in skip hold
+	 * container ids and are not walked.
+	 */
+	bool keep_outside;
+	const struct si_dirs *skip;
 	/* Run once the target is shifted, before its journal goes (src/lxc.c). */
 	int (*commit_fn)(struct shiftimg *h, void *arg);
 	void *commit_arg;
@@ -146,8 +180,18 @@ int si_lxc_status(struct shiftimg *h, const char *target, FILE *out);
 int si_lxc_rollback(struct shiftimg *h, const char *target);
 
 /* containers/storage stores (src/store.c). */
+/* Small files beside a target (src/files.c); each returns 0 or -errno. */
+int si_file_read(struct shiftimg *h, const char *path, size_t max, char **buf,
+		 size_t *len);
+/* A new file with like's mode and owners, synced; removed on failure. */
+int si_file_write(struct shiftimg *h, const char *path, const char *buf,
+		  size_t len, const struct stat *like);
+int si_dir_sync(struct shiftimg *h, const char *dir);
+
 bool si_store_probe(const char *path);
 int si_store_run(struct shiftimg *h, const char *target);
+int si_store_status(struct shiftimg *h, const char *target, FILE *out);
+int si_store_rollback(struct shiftimg *h, const char *target);
 
 /* OCI image layouts (src/oci.c): the layout, or DIR:REF for one tag. */
 bool si_oci_probe(const char *path);

@@ -20,9 +20,17 @@
  * subordinate range and is read the way podman uses it:
  * 0 -> owner, 1.. -> the range.
  *
- * A rootful store holds container ids as they are, except in layers
- * made for a user namespace (a uidmap in layers.json), which this does
- * not migrate: it refuses and says which.
+ * A rootful store holds container ids as they are, except in what was
+ * made for a user namespace (podman --uidmap): a mapped copy of an
+ * image's top layer, a container's layer, a container's userdata,
+ * which hold host ids of the map their record names.  Moving the store
+ * from an old range to a new one (--from-map, --map) is then one tree
+ * run over the store with the composed map, host ids outside the old
+ * range kept, that does not walk the layers and containers without a
+ * map; the records' maps move with it (src/storemap.c), written in the
+ * journaled run as an LXC config is (src/lxc.c): X.shiftimg-new is
+ * renamed over X after X.shiftimg-old is linked to it, and a re-run
+ * reads the records from X.shiftimg-old while the journal is there.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,12 +39,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "bolt.h"
+#include "journal.h"
 #include "shiftimg-int.h"
+#include "storemap.h"
 
 static const char *const drivers[] = { "overlay", "vfs", "btrfs", "zfs", "aufs" };
+/* Where each driver keeps a layer's files (zfs: a dataset, not walked). */
+static const char *const layer_dirs[] = {
+	"overlay/", "vfs/dir/", "btrfs/subvolumes/", NULL, "aufs/diff/",
+};
 #define NR_DRIVERS	(sizeof(drivers) / sizeof(drivers[0]))
 
 static bool exists_at(int dfd, const char *name, mode_t type)
@@ -214,37 +231,6 @@ static bool layers_mounted(const char *store, uid_t owner, char *which, size_t s
 	       mountpoints_under(owner ? run : "/run/containers", store, 2, which, size);
 }
 
-/* A layer made for a user namespace: layers.json records "uidmap". */
-static bool mapped_layers(int dfd, char *which, size_t size)
-{
-	size_t i;
-
-	for (i = 0; i < NR_DRIVERS; i++) {
-		char name[64];
-		struct stat st;
-		char *buf;
-		bool yes;
-		int fd;
-
-		snprintf(name, sizeof(name), "%s-layers/layers.json", drivers[i]);
-		fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		buf = fstat(fd, &st) == 0 && st.st_size < (64 << 20) ?
-		      malloc((size_t)st.st_size + 1) : NULL;
-		yes = buf && read(fd, buf, (size_t)st.st_size) == st.st_size &&
-		      (buf[st.st_size] = '\0', strstr(buf, "\"uidmap\"") ||
-					       strstr(buf, "\"gidmap\""));
-		free(buf);
-		close(fd);
-		if (yes) {
-			snprintf(which, size, "%s", name);
-			return true;
-		}
-	}
-	return false;
-}
-
 static int check_unused(struct shiftimg *h, const char *store, uid_t owner)
 {
 	char where[PATH_MAX];
@@ -294,12 +280,431 @@ static int rootless_maps(struct shiftimg *h, const struct stat *st)
 	return err;
 }
 
+
+/* ---- a rootful store's records of what was made for a user namespace ---- */
+
+#define RECORDS_MAX	(256u << 20)
+#define NR_RECORDS	(2 * NR_DRIVERS + 1)
+#define LIBPOD_DB	"libpod/bolt_state.db"
+
+/* A record file the run rewrites, and its companions. */
+struct record {
+	char path[PATH_MAX + 64], dir[PATH_MAX + 64];
+	char old[PATH_MAX + 80], next_path[PATH_MAX + 80];
+	int driver;		/* the driver of its layers or containers; -1: libpod */
+	bool layers;		/* layers.json (else containers.json) */
+	char *cur;		/* as it was before the run */
+	size_t cur_len;
+	char *next;		/* as it is to be; NULL: unchanged */
+	size_t next_len;
+	struct stat st;
+};
+
+struct rootful {
+	char store[PATH_MAX];
+	struct record rec[NR_RECORDS];
+	size_t nr;
+	struct si_dirs skip;	/* layers and containers without a map */
+	size_t skip_cap;
+	unsigned int layers, containers, configs;	/* with a map */
+	int db_fd;		/* libpod's database, locked */
+};
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static void add_record(struct rootful *rf, const char *rel, int driver, bool layers)
+{
+	struct record *r = &rf->rec[rf->nr];
+	char path[sizeof(r->path)];
+
+	snprintf(path, sizeof(path), "%s/%s", rf->store, rel);
+	memcpy(r->path, path, sizeof(path));
+	memcpy(r->dir, path, sizeof(path));
+	*strrchr(r->dir, '/') = '\0';
+	snprintf(r->old, sizeof(r->old), "%s.shiftimg-old", path);
+	snprintf(r->next_path, sizeof(r->next_path), "%s.shiftimg-new", path);
+	r->driver = driver;
+	r->layers = layers;
+	if (exists(r->path) || exists(r->old))
+		rf->nr++;
+}
+
+/* The records there are (or whose old copy a run left). */
+static void find_records(struct rootful *rf)
+{
+	char rel[64];
+	size_t i;
+
+	for (i = 0; i < NR_DRIVERS; i++) {
+		snprintf(rel, sizeof(rel), "%s-layers/layers.json", drivers[i]);
+		add_record(rf, rel, (int)i, true);
+		snprintf(rel, sizeof(rel), "%s-containers/containers.json", drivers[i]);
+		add_record(rf, rel, (int)i, false);
+	}
+	add_record(rf, LIBPOD_DB, -1, false);
+}
+
+static void free_records(struct rootful *rf)
+{
+	size_t i;
+
+	for (i = 0; i < rf->nr; i++) {
+		free(rf->rec[i].cur);
+		free(rf->rec[i].next);
+	}
+	free(rf->skip.ino);
+	if (rf->db_fd >= 0)
+		close(rf->db_fd);
+}
+
+/* A record as it was before the run: its old copy while that is there. */
+static int load_record(struct shiftimg *h, struct record *r)
+{
+	const char *from = exists(r->old) ? r->old : r->path;
+
+	if (stat(from, &r->st) < 0)
+		return si_error(h, errno, "%s: %s", from, strerror(errno));
+	return si_file_read(h, from, RECORDS_MAX, &r->cur, &r->cur_len);
+}
+
+/* STORE/<where><id>, if a directory, is not walked. */
+static int add_skip(struct shiftimg *h, struct rootful *rf, const char *where,
+		    const char *id)
+{
+	char path[PATH_MAX + 2 * SI_STORE_ID_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s%s", rf->store, where, id);
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;	/* nothing of it on disk */
+	if (rf->skip.nr == rf->skip_cap) {
+		size_t cap = rf->skip_cap ? 2 * rf->skip_cap : 64;
+		uint64_t *p = realloc(rf->skip.ino, cap * sizeof(*p));
+
+		if (!p)
+			return si_error(h, ENOMEM, "out of memory");
+		rf->skip.ino = p;
+		rf->skip_cap = cap;
+	}
+	rf->skip.ino[rf->skip.nr++] = st.st_ino;
+	return 0;
+}
+
+static int by_ino(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* layers.json or containers.json: its maps moved, its plain records not walked. */
+static int plan_json(struct shiftimg *h, struct rootful *rf, struct record *r,
+		     const struct si_idmap f[2])
+{
+	struct si_store_ids ids;
+	char why[256];
+	size_t i;
+	int err = 0;
+
+	if (si_storemap_records(r->cur, r->cur_len, f, &r->next, &r->next_len, &ids,
+				why, sizeof(why)) < 0)
+		return si_error(h, EINVAL, "%s: %s", r->path, why);
+	for (i = 0; !err && i < ids.nr; i++) {
+		char where[64];
+
+		if (ids.mapped[i]) {
+			r->layers ? rf->layers++ : rf->containers++;
+			continue;
+		}
+		if (r->layers && !layer_dirs[r->driver])
+			continue;
+		snprintf(where, sizeof(where), "%s%s", r->layers ? layer_dirs[r->driver] :
+			 drivers[r->driver], r->layers ? "" : "-containers/");
+		err = add_skip(h, rf, where, ids.id[i]);
+	}
+	si_store_ids_free(&ids);
+	return err;
+}
+
+static int plan_libpod(struct shiftimg *h, struct rootful *rf, struct record *r,
+		       const struct si_idmap f[2])
+{
+	struct si_bolt db;
+	char why[256];
+	int err = 0;
+
+	if (si_bolt_parse((const unsigned char *)r->cur, r->cur_len, &db, why, sizeof(why)) < 0)
+		return si_error(h, EINVAL, "%s: %s", r->path, why);
+	if (si_storemap_libpod(&db, f, &rf->configs, why, sizeof(why)) < 0)
+		err = si_error(h, EINVAL, "%s: %s", r->path, why);
+	else if (rf->configs &&
+		 si_bolt_render(&db, (unsigned char **)&r->next, &r->next_len) < 0)
+		err = si_error(h, ENOMEM, "out of memory");
+	si_bolt_free(&db);
+	return err;
+}
+
+/* Reads every record and works out what each becomes under f. */
+static int plan_records(struct shiftimg *h, struct rootful *rf, const struct si_idmap f[2])
+{
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < rf->nr; i++) {
+		struct record *r = &rf->rec[i];
+
+		err = load_record(h, r);
+		if (!err)
+			err = r->driver < 0 ? plan_libpod(h, rf, r, f) : plan_json(h, rf, r, f);
+	}
+	if (!err)
+		qsort(rf->skip.ino, rf->skip.nr, sizeof(rf->skip.ino[0]), by_ino);
+	return err;
+}
+
+/*
+ * The map the store's host ids go through: old host id -> container id
+ * -> new host id, every other host id kept (root's own files).  With
+ * no from-map, the identity: the records are only read.
+ */
+static int store_maps(struct shiftimg *h, struct si_idmap f[2])
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		f[k].nr = 1;
+		f[k].ext[0] = (struct si_extent){ 0, 0, SI_ID_MAX + 1u };
+		if (!h->have[k] || !h->have_from[k])
+			continue;
+		si_idmap_compose(&h->from[k], &h->given[k], &f[k]);
+		if (si_idmap_keep_outside(&f[k], &h->from[k]) < 0)
+			return si_error(h, EINVAL, "the maps have too many ranges");
+	}
+	return 0;
+}
+
+/* bolt locks its file while a process has it open: podman is at work. */
+static int lock_db(struct shiftimg *h, struct rootful *rf)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/%s", rf->store, LIBPOD_DB);
+	rf->db_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (rf->db_fd < 0)
+		return errno == ENOENT ? 0 : si_error(h, errno, "%s: %s", path, strerror(errno));
+	if (flock(rf->db_fd, LOCK_EX | LOCK_NB) < 0)
+		return si_error(h, EBUSY, "%s: open in a podman process: wait for it to end", path);
+	return 0;
+}
+
+/* ---- the records put in place ---- */
+
+static int commit_record(struct shiftimg *h, struct record *r)
+{
+	char *now;
+	size_t len;
+	bool same;
+	int err;
+
+	err = si_file_read(h, r->path, RECORDS_MAX, &now, &len);
+	if (err)
+		return err;
+	same = len == r->next_len && !memcmp(now, r->next, len);
+	free(now);
+	if (same)
+		return 0;
+	err = si_file_write(h, r->next_path, r->next, r->next_len, &r->st);
+	if (!err)
+		si_fault(SI_FAULT_WRITE);
+	if (!err && link(r->path, r->old) < 0 && errno != EEXIST)
+		err = si_error(h, errno, "%s: %s", r->old, strerror(errno));
+	if (!err)
+		err = si_dir_sync(h, r->dir);
+	if (!err)
+		si_fault(SI_FAULT_WRITE);
+	if (!err && rename(r->next_path, r->path) < 0)
+		err = si_error(h, errno, "%s: %s", r->path, strerror(errno));
+	return err ? err : si_dir_sync(h, r->dir);
+}
+
+/* After the tree, before its journal goes (the handle's commit_fn). */
+static int commit_records(struct shiftimg *h, void *arg)
+{
+	struct rootful *rf = arg;
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < rf->nr; i++)
+		if (rf->rec[i].next)
+			err = commit_record(h, &rf->rec[i]);
+	return err;
+}
+
+/* The journal is gone: the old copies go too. */
+static int finish_records(struct shiftimg *h, struct rootful *rf)
+{
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < rf->nr; i++) {
+		struct record *r = &rf->rec[i];
+
+		if (!exists(r->old) && !exists(r->next_path))
+			continue;
+		si_fault(SI_FAULT_WRITE);
+		if ((unlink(r->old) < 0 && errno != ENOENT) ||
+		    (unlink(r->next_path) < 0 && errno != ENOENT))
+			err = si_error(h, errno, "%s: %s", r->path, strerror(errno));
+		else
+			err = si_dir_sync(h, r->dir);
+	}
+	return err;
+}
+
+/* --rollback: every record as it was. */
+static int restore_records(struct shiftimg *h, struct rootful *rf)
+{
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < rf->nr; i++) {
+		struct record *r = &rf->rec[i];
+
+		if (exists(r->old) && rename(r->old, r->path) < 0)
+			err = si_error(h, errno, "%s: %s", r->path, strerror(errno));
+		if (!err && unlink(r->next_path) < 0 && errno != ENOENT)
+			err = si_error(h, errno, "%s: %s", r->next_path, strerror(errno));
+		if (!err)
+			err = si_dir_sync(h, r->dir);
+	}
+	return err;
+}
+
+static bool leftovers(const struct rootful *rf)
+{
+	size_t i;
+
+	for (i = 0; i < rf->nr; i++)
+		if (exists(rf->rec[i].old) || exists(rf->rec[i].next_path))
+			return true;
+	return false;
+}
+
+/* ---- the rootful run ---- */
+
+static int refuse_rootful(struct shiftimg *h, const char *target, struct rootful *rf)
+{
+	int k;
+
+	for (k = 0; k < 2; k++)
+		if (h->have[k] && !h->have_from[k])
+			return si_error(h, EINVAL, "%s: %u layers and %u containers of this rootful store were made for a user namespace and hold host ids of its range: give the map they were made with (--from-map, or --from-map-file) and the one they are to have (--map)",
+					target, rf->layers, rf->containers);
+	if (h->flags & SHIFTIMG_REVERSE)
+		return si_error(h, EINVAL, "%s: --reverse does not apply to a store: give --from-map and --map",
+				target);
+	if (!(h->flags & SHIFTIMG_STAMP))
+		return si_error(h, EINVAL, "%s: a rootful store's migration is always stamped (--no-stamp)",
+				target);
+	return 0;
+}
+
+static void say_records(struct shiftimg *h, const struct rootful *rf)
+{
+	char what[128];
+	size_t i;
+
+	for (i = 0; h->list_fn && i < rf->nr; i++) {
+		const struct record *r = &rf->rec[i];
+
+		if (!r->next)
+			continue;
+		if (r->driver < 0)
+			snprintf(what, sizeof(what), "id maps of %u container configs", rf->configs);
+		else
+			snprintf(what, sizeof(what), "uidmap/gidmap of %u %s", r->layers ?
+				 rf->layers : rf->containers, r->layers ? "layers" : "containers");
+		h->list_fn(h->list_arg, r->path, what);
+	}
+}
+
+static int migrate_rootful(struct shiftimg *h, const char *target, struct rootful *rf)
+{
+	bool dry = h->flags & SHIFTIMG_DRY_RUN;
+	struct stat st;
+	int err;
+
+	if (stat(rf->store, &st) < 0)
+		return si_error(h, errno, "%s: %s", rf->store, strerror(errno));
+	rf->skip.dev = ((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev);
+	err = check_unused(h, rf->store, 0);
+	if (!err && !dry)
+		err = lock_db(h, rf);
+	if (err)
+		return err;
+	h->keep_outside = true;
+	h->skip = &rf->skip;
+	h->commit_fn = dry ? NULL : commit_records;
+	h->commit_arg = rf;
+	err = si_run_path(h, target);
+	h->keep_outside = false;
+	h->skip = NULL;
+	h->commit_fn = NULL;
+	/* No journal left: the records went in with the tree, or before. */
+	if (!err && !dry)
+		err = finish_records(h, rf);
+	if (!err)
+		say_records(h, rf);
+	return err;
+}
+
+static int rootful_run(struct shiftimg *h, const char *target)
+{
+	struct rootful *rf = calloc(1, sizeof(*rf));
+	struct si_idmap *f = malloc(2 * sizeof(*f));
+	int err;
+
+	if (!rf || !f) {
+		free(rf);
+		free(f);
+		return si_error(h, ENOMEM, "out of memory");
+	}
+	rf->db_fd = -1;
+	err = realpath(target, rf->store) ? 0 : si_error(h, errno, "%s: %s", target, strerror(errno));
+	if (!err) {
+		find_records(rf);
+		err = store_maps(h, f);
+	}
+	if (!err)
+		err = plan_records(h, rf, f);
+	if (err)
+		goto out_free;
+	if (!rf->layers && !rf->containers && !leftovers(rf)) {
+		/* Its layers hold container ids: no range shows in them. */
+		snprintf(h->notice, sizeof(h->notice),
+			 "%.900s: a rootful store with nothing made for a user namespace holds container ids, which no range changes: nothing to do",
+			 target);
+		goto out_free;
+	}
+	err = refuse_rootful(h, target, rf);
+	if (!err)
+		err = migrate_rootful(h, target, rf);
+out_free:
+	free_records(rf);
+	free(rf);
+	free(f);
+	return err;
+}
+
 int si_store_run(struct shiftimg *h, const char *target)
 {
 	struct si_idmap *saved = malloc(4 * sizeof(*saved));
-	char where[PATH_MAX], real[PATH_MAX];
+	char real[PATH_MAX];
 	struct stat st;
-	int dfd, err;
+	int err;
 
 	if (!saved)
 		return si_error(h, ENOMEM, "out of memory");
@@ -311,18 +716,7 @@ int si_store_run(struct shiftimg *h, const char *target)
 	if (!err && stat(target, &st) < 0)
 		err = si_error(h, errno, "%s: %s", target, strerror(errno));
 	if (!err && st.st_uid == 0) {
-		dfd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0 && mapped_layers(dfd, where, sizeof(where)))
-			err = si_error(h, ENOTSUP, "%s: a rootful store with layers made for a user namespace (%s records a uidmap): those are not migrated; remove them (podman rm, podman rmi) and let podman make them again",
-				       target, where);
-		if (dfd >= 0)
-			close(dfd);
-	}
-	if (!err && st.st_uid == 0) {
-		/* Its layers hold container ids: no range shows in them. */
-		snprintf(h->notice, sizeof(h->notice),
-			 "%.900s: a rootful store holds container ids, which no subordinate range changes: nothing to do",
-			 target);
+		err = rootful_run(h, target);
 		goto out_restore;
 	}
 	if (!err)
@@ -338,5 +732,73 @@ out_restore:
 	memcpy(h->given, saved, 2 * sizeof(*saved));
 	memcpy(h->from, saved + 2, 2 * sizeof(*saved));
 	free(saved);
+	return err;
+}
+
+/* ---- --status and --rollback ---- */
+
+static int open_records(struct shiftimg *h, const char *target, struct rootful *rf)
+{
+	memset(rf, 0, sizeof(*rf));
+	rf->db_fd = -1;
+	if (!realpath(target, rf->store))
+		return si_error(h, errno, "%s: %s", target, strerror(errno));
+	find_records(rf);
+	return 0;
+}
+
+int si_store_status(struct shiftimg *h, const char *target, FILE *out)
+{
+	struct rootful *rf = malloc(sizeof(*rf));
+	size_t i;
+	int err;
+
+	if (!rf)
+		return si_error(h, ENOMEM, "out of memory");
+	err = open_records(h, target, rf);
+	for (i = 0; !err && i < rf->nr; i++) {
+		if (exists(rf->rec[i].next_path))
+			fprintf(out, "record: a new %s was being written\n", rf->rec[i].path);
+		if (exists(rf->rec[i].old))
+			fprintf(out, "record: the new %s is in place; the old one is kept in %s\n",
+				rf->rec[i].path, rf->rec[i].old);
+	}
+	if (!err)
+		err = si_journal_status(h, target, out);
+	if (err == -ENOENT && leftovers(rf)) {
+		si_error_clear(h);
+		fprintf(out, "store: no journal: the next run finishes the records\n");
+		err = 0;
+	}
+	free_records(rf);
+	free(rf);
+	return err;
+}
+
+int si_store_rollback(struct shiftimg *h, const char *target)
+{
+	struct rootful *rf = malloc(sizeof(*rf));
+	bool left;
+	int err;
+
+	if (!rf)
+		return si_error(h, ENOMEM, "out of memory");
+	err = open_records(h, target, rf);
+	left = !err && leftovers(rf);
+	if (!err)
+		err = si_journal_rollback(h, target);
+	if (err == -ENOENT && left) {
+		/* No journal: the run had finished, records and all. */
+		si_error_clear(h);
+		err = finish_records(h, rf);
+		if (!err)
+			snprintf(h->notice, sizeof(h->notice),
+				 "%.512s: the migration had finished; nothing to roll back",
+				 rf->store);
+	} else if (!err) {
+		err = restore_records(h, rf);
+	}
+	free_records(rf);
+	free(rf);
 	return err;
 }

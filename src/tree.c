@@ -706,6 +706,8 @@ static int enter_dir(struct worker *k, int dirfd, const char *name,
 		k->t.st.skipped_mounts++;
 		goto out_close;
 	}
+	if (w->h->skip && si_dirs_has(w->h->skip, dev_of(&o.sx), o.sx.stx_ino))
+		goto out_close;
 	o.fd = fd;
 	err = visit(k, &o);
 	if (err) {
