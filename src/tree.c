@@ -290,6 +290,8 @@ static int read_xattrs(struct worker *k, struct si_obj *o)
 	size_t cap = sizeof(stackbuf);
 	ssize_t len, off;
 	bool noted = false;
+	/* chown(2) drops security.capability: a value kept is written again. */
+	bool owner = o->uid != o->sx.stx_uid || o->gid != o->sx.stx_gid;
 	int err = 0;
 
 	len = list_xattrs(o, &names, &cap, &heap);
@@ -325,7 +327,7 @@ static int read_xattrs(struct worker *k, struct si_obj *o)
 			snprintf(o->bad, sizeof(o->bad), "%s", name);
 			goto out_free;
 		}
-		if (!(res & SI_CHANGED))
+		if (!(res & SI_CHANGED) && !(owner && si_xattr_kind(name) == SI_XA_CAP))
 			continue;
 		snprintf(x->name, sizeof(x->name), "%s", name);
 		x->inlen = (size_t)n;
