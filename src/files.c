@@ -86,3 +86,23 @@ int si_file_write(struct shiftimg *h, const char *path, const char *buf,
 		unlink(path);
 	return err;
 }
+
+/*
+ * Puts old back as path.  rename(2) does nothing when both names are
+ * links to one file (a run stopped between linking old and renaming
+ * the new file over path): old is then only unlinked.
+ */
+int si_file_put_back(struct shiftimg *h, const char *old, const char *path)
+{
+	struct stat a, b;
+
+	if (lstat(old, &a) == 0 && lstat(path, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		if (unlink(old) < 0)
+			return si_error(h, errno, "%s: %s", old, strerror(errno));
+		return 0;
+	}
+	if (rename(old, path) < 0)
+		return si_error(h, errno, "%s: %s", path, strerror(errno));
+	return 0;
+}

@@ -356,6 +356,9 @@ static int resume(struct shiftimg *h, const struct si_target *t, int kind,
 				       t->path, strerror(-err));
 		else
 			err = sync_target(h, t, kind);
+		/* What goes with the shift goes before its journal, as in drive(). */
+		if (!err && h->commit_fn)
+			err = h->commit_fn(h, h->commit_arg);
 		if (!err)
 			err = remove_journal(h, jpath);
 		if (!err) {

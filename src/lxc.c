@@ -557,8 +557,8 @@ static int restore_config(struct shiftimg *h, struct lxc *c)
 					now.have_map);
 		}
 		free(buf);
-		if (!err && rename(c->conf_old, c->config) < 0)
-			err = si_error(h, errno, "%s: %s", c->config, strerror(errno));
+		if (!err)
+			err = si_file_put_back(h, c->conf_old, c->config);
 	}
 	if (!err && unlink(c->conf_new) < 0 && errno != ENOENT)
 		err = si_error(h, errno, "%s: %s", c->conf_new, strerror(errno));

@@ -187,6 +187,8 @@ int si_file_read(struct shiftimg *h, const char *path, size_t max, char **buf,
 int si_file_write(struct shiftimg *h, const char *path, const char *buf,
 		  size_t len, const struct stat *like);
 int si_dir_sync(struct shiftimg *h, const char *dir);
+/* Renames old over path, or only unlinks it if both are one file. */
+int si_file_put_back(struct shiftimg *h, const char *old, const char *path);
 
 bool si_store_probe(const char *path);
 int si_store_run(struct shiftimg *h, const char *target);

@@ -298,6 +298,7 @@ struct record {
 	char *next;		/* as it is to be; NULL: unchanged */
 	size_t next_len;
 	struct stat st;
+	struct si_store_ids ids;	/* its layers or containers */
 };
 
 struct rootful {
@@ -307,6 +308,7 @@ struct rootful {
 	struct si_dirs skip;	/* layers and containers without a map */
 	size_t skip_cap;
 	unsigned int layers, containers, configs;	/* with a map */
+	char runroot[PATH_MAX];	/* libpod's, where the mount counts are */
 	int db_fd;		/* libpod's database, locked */
 };
 
@@ -354,6 +356,7 @@ static void free_records(struct rootful *rf)
 	for (i = 0; i < rf->nr; i++) {
 		free(rf->rec[i].cur);
 		free(rf->rec[i].next);
+		si_store_ids_free(&rf->rec[i].ids);
 	}
 	free(rf->skip.ino);
 	if (rf->db_fd >= 0)
@@ -400,32 +403,62 @@ static int by_ino(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* layers.json or containers.json: its maps moved, its plain records not walked. */
+/* layers.json or containers.json: its maps moved, its records listed. */
 static int plan_json(struct shiftimg *h, struct rootful *rf, struct record *r,
 		     const struct si_idmap f[2])
 {
-	struct si_store_ids ids;
 	char why[256];
 	size_t i;
-	int err = 0;
 
-	if (si_storemap_records(r->cur, r->cur_len, f, &r->next, &r->next_len, &ids,
+	if (si_storemap_records(r->cur, r->cur_len, f, &r->next, &r->next_len, &r->ids,
 				why, sizeof(why)) < 0)
 		return si_error(h, EINVAL, "%s: %s", r->path, why);
-	for (i = 0; !err && i < ids.nr; i++) {
+	for (i = 0; i < r->ids.nr; i++)
+		if (r->ids.mapped[i])
+			r->layers ? rf->layers++ : rf->containers++;
+	return 0;
+}
+
+/*
+ * A container made for a user namespace writes host ids into its
+ * layer even where the layer's record has no map (overlay with
+ * idmapped lower layers): the layer of a mapped container is walked.
+ */
+static bool layer_of_mapped(const struct rootful *rf, int driver, const char *id)
+{
+	size_t i, j;
+
+	for (i = 0; i < rf->nr; i++) {
+		const struct record *c = &rf->rec[i];
+
+		for (j = 0; c->driver == driver && !c->layers && j < c->ids.nr; j++)
+			if (c->ids.mapped[j] && !strcmp(c->ids.layer[j], id))
+				return true;
+	}
+	return false;
+}
+
+/* The layers and containers without a map hold container ids: not walked. */
+static int plan_skip(struct shiftimg *h, struct rootful *rf)
+{
+	size_t i, j;
+	int err = 0;
+
+	for (i = 0; !err && i < rf->nr; i++) {
+		const struct record *r = &rf->rec[i];
 		char where[64];
 
-		if (ids.mapped[i]) {
-			r->layers ? rf->layers++ : rf->containers++;
-			continue;
-		}
-		if (r->layers && !layer_dirs[r->driver])
+		if (r->driver < 0 || (r->layers && !layer_dirs[r->driver]))
 			continue;
 		snprintf(where, sizeof(where), "%s%s", r->layers ? layer_dirs[r->driver] :
 			 drivers[r->driver], r->layers ? "" : "-containers/");
-		err = add_skip(h, rf, where, ids.id[i]);
+		for (j = 0; !err && j < r->ids.nr; j++)
+			if (!r->ids.mapped[j] &&
+			    !(r->layers && layer_of_mapped(rf, r->driver, r->ids.id[j])))
+				err = add_skip(h, rf, where, r->ids.id[j]);
 	}
-	si_store_ids_free(&ids);
+	if (!err)
+		qsort(rf->skip.ino, rf->skip.nr, sizeof(rf->skip.ino[0]), by_ino);
 	return err;
 }
 
@@ -438,6 +471,7 @@ static int plan_libpod(struct shiftimg *h, struct rootful *rf, struct record *r,
 
 	if (si_bolt_parse((const unsigned char *)r->cur, r->cur_len, &db, why, sizeof(why)) < 0)
 		return si_error(h, EINVAL, "%s: %s", r->path, why);
+	si_libpod_runroot(&db, rf->runroot, sizeof(rf->runroot));
 	if (si_storemap_libpod(&db, f, &rf->configs, why, sizeof(why)) < 0)
 		err = si_error(h, EINVAL, "%s: %s", r->path, why);
 	else if (rf->configs &&
@@ -460,9 +494,7 @@ static int plan_records(struct shiftimg *h, struct rootful *rf, const struct si_
 		if (!err)
 			err = r->driver < 0 ? plan_libpod(h, rf, r, f) : plan_json(h, rf, r, f);
 	}
-	if (!err)
-		qsort(rf->skip.ino, rf->skip.nr, sizeof(rf->skip.ino[0]), by_ino);
-	return err;
+	return err ? err : plan_skip(h, rf);
 }
 
 /*
@@ -573,8 +605,8 @@ static int restore_records(struct shiftimg *h, struct rootful *rf)
 	for (i = 0; !err && i < rf->nr; i++) {
 		struct record *r = &rf->rec[i];
 
-		if (exists(r->old) && rename(r->old, r->path) < 0)
-			err = si_error(h, errno, "%s: %s", r->path, strerror(errno));
+		if (exists(r->old))
+			err = si_file_put_back(h, r->old, r->path);
 		if (!err && unlink(r->next_path) < 0 && errno != ENOENT)
 			err = si_error(h, errno, "%s: %s", r->next_path, strerror(errno));
 		if (!err)
@@ -634,6 +666,7 @@ static void say_records(struct shiftimg *h, const struct rootful *rf)
 static int migrate_rootful(struct shiftimg *h, const char *target, struct rootful *rf)
 {
 	bool dry = h->flags & SHIFTIMG_DRY_RUN;
+	char where[PATH_MAX];
 	struct stat st;
 	int err;
 
@@ -641,6 +674,10 @@ static int migrate_rootful(struct shiftimg *h, const char *target, struct rootfu
 		return si_error(h, errno, "%s: %s", rf->store, strerror(errno));
 	rf->skip.dev = ((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev);
 	err = check_unused(h, rf->store, 0);
+	if (!err && rf->runroot[0] &&
+	    mountpoints_under(rf->runroot, rf->store, 0, where, sizeof(where)))
+		err = si_error(h, EBUSY, "%s: layers are mounted (%s): stop its containers and unmount its images (podman unmount --all, podman image unmount --all)",
+			       target, where);
 	if (!err && !dry)
 		err = lock_db(h, rf);
 	if (err)

@@ -195,7 +195,8 @@ static int remap_pair(const char *b, struct si_json_span obj, const char *const 
 	return 0;
 }
 
-static int add_id(struct si_store_ids *ids, const char *id, bool mapped)
+static int add_id(struct si_store_ids *ids, const char *id, const char *layer,
+		  bool mapped)
 {
 	char (*p)[SI_STORE_ID_MAX] = realloc(ids->id, (ids->nr + 1) * sizeof(*p));
 	bool *m;
@@ -203,6 +204,11 @@ static int add_id(struct si_store_ids *ids, const char *id, bool mapped)
 	if (!p)
 		return -1;
 	ids->id = p;
+	p = realloc(ids->layer, (ids->nr + 1) * sizeof(*p));
+	if (!p)
+		return -1;
+	ids->layer = p;
+	snprintf(ids->layer[ids->nr], SI_STORE_ID_MAX, "%s", layer);
 	m = realloc(ids->mapped, (ids->nr + 1) * sizeof(*m));
 	if (!m)
 		return -1;
@@ -241,7 +247,7 @@ int si_storemap_records(const char *b, size_t n, const struct si_idmap f[2],
 		return -1;
 	}
 	while ((r = si_json_elem(b, doc, &iter, &rec)) == 1) {
-		char id[SI_STORE_ID_MAX], sub[200];
+		char id[SI_STORE_ID_MAX], layer[SI_STORE_ID_MAX] = "", sub[200];
 		bool mapped = false;
 
 		if (!si_json_is(b, rec, '{') || si_json_member(b, rec, "id", &v, NULL) != 1 ||
@@ -249,12 +255,17 @@ int si_storemap_records(const char *b, size_t n, const struct si_idmap f[2],
 			snprintf(why, size, "a record without an \"id\"");
 			goto out_free;
 		}
+		if (si_json_member(b, rec, "layer", &v, NULL) == 1 &&
+		    si_json_str(b, v, layer, sizeof(layer)) < 0) {
+			snprintf(why, size, "%s: a \"layer\" that is not a plain string", id);
+			goto out_free;
+		}
 		if (remap_pair(b, rec, keys, STORAGE, f, &l, &changed, &mapped,
 			       sub, sizeof(sub)) < 0) {
 			snprintf(why, size, "%s: %s", id, sub);
 			goto out_free;
 		}
-		if (add_id(ids, id, mapped) < 0) {
+		if (add_id(ids, id, layer, mapped) < 0) {
 			snprintf(why, size, "out of memory");
 			goto out_free;
 		}
@@ -273,6 +284,7 @@ out_free:
 void si_store_ids_free(struct si_store_ids *ids)
 {
 	free(ids->id);
+	free(ids->layer);
 	free(ids->mapped);
 	memset(ids, 0, sizeof(*ids));
 }
@@ -350,4 +362,16 @@ int si_storemap_libpod(struct si_bolt *db, const struct si_idmap f[2],
 			++*changed;
 	}
 	return 0;
+}
+
+void si_libpod_runroot(struct si_bolt *db, char *out, size_t size)
+{
+	struct si_bolt_item *cfg = find(&db->root, "runtime-config");
+	struct si_bolt_item *rr = cfg ? find(cfg->sub, "run-root") : NULL;
+
+	out[0] = '\0';
+	if (rr && !rr->sub && rr->vlen < size && !memchr(rr->val, '\0', rr->vlen)) {
+		memcpy(out, rr->val, rr->vlen);
+		out[rr->vlen] = '\0';
+	}
 }

@@ -29,6 +29,7 @@
 /* The ids of the records of a layers.json or containers.json. */
 struct si_store_ids {
 	char (*id)[SI_STORE_ID_MAX];
+	char (*layer)[SI_STORE_ID_MAX];	/* a container's layer, or "" */
 	bool *mapped;		/* the record has a uidmap or a gidmap */
 	size_t nr;
 };
@@ -51,5 +52,8 @@ void si_store_ids_free(struct si_store_ids *ids);
  */
 int si_storemap_libpod(struct si_bolt *db, const struct si_idmap f[2],
 		       unsigned int *changed, char *why, size_t size);
+
+/* libpod's run root (runtime-config/run-root) into out, or "". */
+void si_libpod_runroot(struct si_bolt *db, char *out, size_t size);
 
 #endif /* SHIFTIMG_STOREMAP_H */
