@@ -629,6 +629,7 @@ static bool leftovers(const struct rootful *rf)
 
 static int refuse_rootful(struct shiftimg *h, const char *target, struct rootful *rf)
 {
+	char path[PATH_MAX + 32];
 	int k;
 
 	for (k = 0; k < 2; k++)
@@ -638,6 +639,11 @@ static int refuse_rootful(struct shiftimg *h, const char *target, struct rootful
 	if (h->flags & SHIFTIMG_REVERSE)
 		return si_error(h, EINVAL, "%s: --reverse does not apply to a store: give --from-map and --map",
 				target);
+	/* podman 4.5 on may keep its records in SQLite instead. */
+	snprintf(path, sizeof(path), "%s/libpod/db.sql", rf->store);
+	if (rf->containers && exists(path))
+		return si_error(h, ENOTSUP, "%s: libpod's records are in an SQLite database (%s), whose maps are not rewritten; nothing was changed",
+				target, path);
 	if (!(h->flags & SHIFTIMG_STAMP))
 		return si_error(h, EINVAL, "%s: a rootful store's migration is always stamped (--no-stamp)",
 				target);

@@ -18,6 +18,14 @@
 #              pull again; loading from a local archive is its lower
 #              bound: no network), both with podman's own namespace
 #              moved (podman system migrate) untimed.
+#   rootful    a rootful podman vfs store with IMAGES images, each with
+#              a container made for a user namespace (podman create
+#              --uidmap: a mapped copy of the image's layer) and one
+#              without, moved to a new range: "shiftimg --from-map ...
+#              --map ... STORE" vs removing the mapped containers and
+#              creating them again with the new map (podman copies and
+#              chowns the image's layer again; its own way to a new
+#              map), on a second store made the same way.
 # Each round times every route once, in an order that alternates; the
 # table has the medians of wall and CPU seconds and the ratios.
 #
@@ -143,6 +151,43 @@ for r in $(seq "$RUNS"); do
 done >>"$B/times"
 as_user $P image ls >/dev/null || { echo "bench: the store does not work after the runs" >&2; exit 1; }
 
+# ---- a rootful store with containers made for a user namespace ----
+mkstore() {
+	rm -rf "$1" && mkdir -p "$1"
+	for i in $(seq "$IMAGES"); do
+		rm -rf "$B/img" && cp -a "$CACHE/minbase" "$B/img" && echo "$i" >"$B/img/etc/image-$i"
+		tar -C "$B/img" --numeric-owner --acls --xattrs -cf "$B/img.tar" .
+		podman --root "$1/root" --runroot "$1/run" --storage-driver vfs import "$B/img.tar" localhost/img$i >/dev/null
+		podman --root "$1/root" --runroot "$1/run" --storage-driver vfs create --name m$i \
+			--uidmap 0:$2:65536 --gidmap 0:$2:65536 localhost/img$i /bin/true >/dev/null
+		podman --root "$1/root" --runroot "$1/run" --storage-driver vfs create --name p$i \
+			localhost/img$i /bin/true >/dev/null
+	done
+	rm -rf "$B/img" "$B/img.tar"
+}
+printf '%s\n' 'P="podman --root $1/root --runroot $1/run --storage-driver vfs"' \
+	'for i in $(seq $2); do $P rm m$i && $P create --name m$i --uidmap 0:$3:65536 --gidmap 0:$3:65536 localhost/img$i /bin/true; done' \
+	>"$B/recreate.sh"
+mkstore "$B/rootful" 3100000
+mkstore "$B/rootful-podman" 3100000
+rn=$(find "$B/rootful/root" | wc -l)
+rsize=$(du -sm "$B/rootful/root" | cut -f1)
+cur=3100000
+for r in $(seq "$RUNS"); do
+	new=$((cur + 100000))
+	for route in $( [ $((r % 2)) = 1 ] && echo "shiftimg podman" || echo "podman shiftimg"); do
+		sync
+		case $route in
+		shiftimg) echo "rootful-shiftimg $(secs "$S" -q --from-map 0:$cur:65536 --map 0:$new:65536 "$B/rootful/root")" ;;
+		podman) echo "rootful-podman $(secs sh "$B/recreate.sh" "$B/rootful-podman" "$IMAGES" $new)" ;;
+		esac
+	done
+	cur=$new
+done >>"$B/times"
+[ "$(podman --root "$B/rootful/root" --runroot "$B/rootful/run" --storage-driver vfs inspect m1 \
+	--format '{{.HostConfig.IDMappings.UIDMap}}')" = "[0:$cur:65536]" ] ||
+	{ echo "bench: the rootful store does not show the new map" >&2; exit 1; }
+
 echo
 echo "== migrations, median of $RUNS rounds (minbase: $n objects; store: $IMAGES images + containers, $sn objects, $size MB)"
 printf '%-58s %8s %8s\n' "" "wall s" "cpu s"
@@ -150,6 +195,9 @@ printf '%-58s %8s %8s\n' \
 	"LXC: shiftimg --map CONTAINER (rootfs, config, directory)" "$(med lxc-shiftimg)" "$(cpu lxc-shiftimg)" \
 	"LXC: fuidshift rootfs + sed config" "$(med lxc-fuidshift)" "$(cpu lxc-fuidshift)" \
 	"store: shiftimg --from-subid-range --subid STORE" "$(med store-shiftimg)" "$(cpu store-shiftimg)" \
-	"store: podman system reset + podman load" "$(med store-podman)" "$(cpu store-podman)"
-echo "ratios (wall): fuidshift/shiftimg $(ratio "$(med lxc-fuidshift)" "$(med lxc-shiftimg)"), (reset + load)/shiftimg $(ratio "$(med store-podman)" "$(med store-shiftimg)")"
-echo "ratios (cpu):  fuidshift/shiftimg $(ratio "$(cpu lxc-fuidshift)" "$(cpu lxc-shiftimg)"), (reset + load)/shiftimg $(ratio "$(cpu store-podman)" "$(cpu store-shiftimg)")"
+	"store: podman system reset + podman load" "$(med store-podman)" "$(cpu store-podman)" \
+	"rootful store: shiftimg --from-map --map STORE" "$(med rootful-shiftimg)" "$(cpu rootful-shiftimg)" \
+	"rootful store: podman rm + create --uidmap NEW" "$(med rootful-podman)" "$(cpu rootful-podman)"
+echo "(rootful store: $IMAGES images, each with a mapped and a plain container, $rn objects, $rsize MB)"
+echo "ratios (wall): fuidshift/shiftimg $(ratio "$(med lxc-fuidshift)" "$(med lxc-shiftimg)"), (reset + load)/shiftimg $(ratio "$(med store-podman)" "$(med store-shiftimg)"), (rm + create)/shiftimg $(ratio "$(med rootful-podman)" "$(med rootful-shiftimg)")"
+echo "ratios (cpu):  fuidshift/shiftimg $(ratio "$(cpu lxc-fuidshift)" "$(cpu lxc-shiftimg)"), (reset + load)/shiftimg $(ratio "$(cpu store-podman)" "$(cpu store-shiftimg)"), (rm + create)/shiftimg $(ratio "$(cpu rootful-podman)" "$(cpu rootful-shiftimg)")"
