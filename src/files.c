@@ -5,6 +5,7 @@
  * be renamed over it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,4 +106,28 @@ int si_file_put_back(struct shiftimg *h, const char *old, const char *path)
 	if (rename(old, path) < 0)
 		return si_error(h, errno, "%s: %s", path, strerror(errno));
 	return 0;
+}
+
+int si_file_stage(struct shiftimg *h, const char *path, const char *next,
+		  const char *old, const char *dir, const char *buf, size_t len,
+		  const struct stat *like, size_t max)
+{
+	char *now;
+	size_t now_len;
+	bool same;
+	int err;
+
+	err = si_file_read(h, path, max, &now, &now_len);
+	if (err)
+		return err;
+	same = now_len == len && !memcmp(now, buf, len);
+	free(now);
+	if (same)
+		return 1;
+	err = si_file_write(h, next, buf, len, like);
+	if (!err)
+		si_fault(SI_FAULT_WRITE);
+	if (!err && link(path, old) < 0 && errno != EEXIST)
+		err = si_error(h, errno, "%s: %s", old, strerror(errno));
+	return err ? err : si_dir_sync(h, dir);
 }

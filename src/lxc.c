@@ -353,27 +353,13 @@ static int chown_dir(struct shiftimg *h, struct lxc *c, const struct si_idmap to
 static int commit_config(struct shiftimg *h, void *arg)
 {
 	struct lxc *c = arg;
-	char *now;
-	size_t len;
 	int err;
 
-	err = si_file_read(h, c->config, CONFIG_MAX, &now, &len);
+	err = si_file_stage(h, c->config, c->conf_new, c->conf_old, c->dir, c->next,
+			    c->next_len, &c->conf_st, CONFIG_MAX);
 	if (err)
-		return err;
-	if (len == c->next_len && !memcmp(now, c->next, len)) {
-		free(now);
-		return 0;
-	}
-	free(now);
-	err = si_file_write(h, c->conf_new, c->next, c->next_len, &c->conf_st);
-	if (!err)
-		si_fault(SI_FAULT_WRITE);
-	if (!err && link(c->config, c->conf_old) < 0 && errno != EEXIST)
-		err = si_error(h, errno, "%s: %s", c->conf_old, strerror(errno));
-	if (!err)
-		err = si_dir_sync(h, c->dir);
-	if (!err)
-		err = chown_dir(h, c, h->given, h->have, c->conf.map, c->conf.have_map);
+		return err < 0 ? err : 0;
+	err = chown_dir(h, c, h->given, h->have, c->conf.map, c->conf.have_map);
 	if (!err)
 		si_fault(SI_FAULT_WRITE);
 	if (!err && rename(c->conf_new, c->config) < 0)

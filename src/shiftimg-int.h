@@ -187,6 +187,14 @@ int si_file_read(struct shiftimg *h, const char *path, size_t max, char **buf,
 int si_file_write(struct shiftimg *h, const char *path, const char *buf,
 		  size_t len, const struct stat *like);
 int si_dir_sync(struct shiftimg *h, const char *dir);
+/*
+ * The first half of replacing path by buf: unless path holds buf
+ * already (1), writes it as next, links path to old, syncs dir.  The
+ * caller renames next over path.
+ */
+int si_file_stage(struct shiftimg *h, const char *path, const char *next,
+		  const char *old, const char *dir, const char *buf, size_t len,
+		  const struct stat *like, size_t max);
 /* Renames old over path, or only unlinks it if both are one file. */
 int si_file_put_back(struct shiftimg *h, const char *old, const char *path);
 

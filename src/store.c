@@ -536,30 +536,15 @@ static int lock_db(struct shiftimg *h, struct rootful *rf)
 
 static int commit_record(struct shiftimg *h, struct record *r)
 {
-	char *now;
-	size_t len;
-	bool same;
-	int err;
+	int err = si_file_stage(h, r->path, r->next_path, r->old, r->dir, r->next,
+				r->next_len, &r->st, RECORDS_MAX);
 
-	err = si_file_read(h, r->path, RECORDS_MAX, &now, &len);
 	if (err)
-		return err;
-	same = len == r->next_len && !memcmp(now, r->next, len);
-	free(now);
-	if (same)
-		return 0;
-	err = si_file_write(h, r->next_path, r->next, r->next_len, &r->st);
-	if (!err)
-		si_fault(SI_FAULT_WRITE);
-	if (!err && link(r->path, r->old) < 0 && errno != EEXIST)
-		err = si_error(h, errno, "%s: %s", r->old, strerror(errno));
-	if (!err)
-		err = si_dir_sync(h, r->dir);
-	if (!err)
-		si_fault(SI_FAULT_WRITE);
-	if (!err && rename(r->next_path, r->path) < 0)
-		err = si_error(h, errno, "%s: %s", r->path, strerror(errno));
-	return err ? err : si_dir_sync(h, r->dir);
+		return err < 0 ? err : 0;
+	si_fault(SI_FAULT_WRITE);
+	if (rename(r->next_path, r->path) < 0)
+		return si_error(h, errno, "%s: %s", r->path, strerror(errno));
+	return si_dir_sync(h, r->dir);
 }
 
 /* After the tree, before its journal goes (the handle's commit_fn). */
