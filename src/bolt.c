@@ -401,7 +401,8 @@ static int write_leaves(struct writer *w, const struct si_bolt_bucket *bk,
 		if (!id)
 			return -1;
 		page_header(w->b + id * w->ps, id, F_LEAF, j - i, span);
-		put_leaf(w->b + id * w->ps, bk->items + i, s + i, j - i);
+		if (j > i)	/* an empty bucket has no items array */
+			put_leaf(w->b + id * w->ps, bk->items + i, s + i, j - i);
 		if (level_add(out, i < bk->nr ? bk->items[i].key : NULL,
 			      i < bk->nr ? bk->items[i].klen : 0, id) < 0)
 			return -1;

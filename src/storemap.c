@@ -139,6 +139,11 @@ static int remap_array(const char *b, struct si_json_span arr, enum style st,
 				snprintf(why, size, "a map entry without a valid \"%s\"", field[st][k]);
 				return -1;
 			}
+		if (!x[2] || x[0] + x[2] > SI_ID_MAX + 1ull || x[1] + x[2] > SI_ID_MAX + 1ull) {
+			snprintf(why, size, "a map entry %" PRIu64 ":%" PRIu64 ":%" PRIu64 " that is empty or goes past the largest id",
+				 x[0], x[1], x[2]);
+			return -1;
+		}
 		n = through(f, x[0], x[1], x[2], &all, why, size);
 		if (n < 0)
 			return -1;

@@ -115,6 +115,8 @@ static void test_bad_records_refused(void **state)
 		"[{\"id\":\"x\",\"uidmap\":[{\"container_id\":0,\"size\":1}]}]",
 		"[{\"id\":\"x\",\"uidmap\":[{\"container_id\":0,\"host_id\":-1,\"size\":1}]}]",
 		"[{\"id\":\"x\"",
+		"[{\"id\":\"x\",\"uidmap\":[{\"container_id\":0,\"host_id\":100000,\"size\":0}]}]",
+		"[{\"id\":\"x\",\"uidmap\":[{\"container_id\":0,\"host_id\":4294967295,\"size\":2}]}]",
 	};
 	struct si_store_ids ids;
 	char *out, why[256];
