@@ -20,25 +20,35 @@ struct si_option {
 
 #define SI_DIGEST_LEN	(7 + 64 + 1)	/* "sha256:", hex, NUL */
 
-/* Directories by (device, inode), sorted by inode. */
+/* Directories by (device, inode), sorted. */
+struct si_dir_id {
+	uint64_t dev, ino;
+};
+
 struct si_dirs {
-	uint64_t dev;
-	uint64_t *ino;
+	struct si_dir_id *id;
 	size_t nr;
 };
 
+static inline int si_dir_id_cmp(const struct si_dir_id *a, const struct si_dir_id *b)
+{
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	return a->ino < b->ino ? -1 : a->ino > b->ino;
+}
+
 static inline bool si_dirs_has(const struct si_dirs *d, uint64_t dev, uint64_t ino)
 {
+	struct si_dir_id key = { dev, ino };
 	size_t lo = 0, hi = d->nr;
 
-	if (dev != d->dev)
-		return false;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		int c = si_dir_id_cmp(&d->id[mid], &key);
 
-		if (d->ino[mid] == ino)
+		if (!c)
 			return true;
-		if (d->ino[mid] < ino)
+		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid;

@@ -358,7 +358,7 @@ static void free_records(struct rootful *rf)
 		free(rf->rec[i].next);
 		si_store_ids_free(&rf->rec[i].ids);
 	}
-	free(rf->skip.ino);
+	free(rf->skip.id);
 	if (rf->db_fd >= 0)
 		close(rf->db_fd);
 }
@@ -380,27 +380,30 @@ static int add_skip(struct shiftimg *h, struct rootful *rf, const char *where,
 	char path[PATH_MAX + 2 * SI_STORE_ID_MAX];
 	struct stat st;
 
+	/* containers/storage's ids are hex; anything else names no layer. */
+	if (strchr(id, '/') || id[0] == '.')
+		return 0;
 	snprintf(path, sizeof(path), "%s/%s%s", rf->store, where, id);
 	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 		return 0;	/* nothing of it on disk */
 	if (rf->skip.nr == rf->skip_cap) {
 		size_t cap = rf->skip_cap ? 2 * rf->skip_cap : 64;
-		uint64_t *p = realloc(rf->skip.ino, cap * sizeof(*p));
+		struct si_dir_id *p = realloc(rf->skip.id, cap * sizeof(*p));
 
 		if (!p)
 			return si_error(h, ENOMEM, "out of memory");
-		rf->skip.ino = p;
+		rf->skip.id = p;
 		rf->skip_cap = cap;
 	}
-	rf->skip.ino[rf->skip.nr++] = st.st_ino;
+	/* A btrfs subvolume has a device number of its own. */
+	rf->skip.id[rf->skip.nr++] = (struct si_dir_id){
+		((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev), st.st_ino };
 	return 0;
 }
 
-static int by_ino(const void *a, const void *b)
+static int by_id(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
+	return si_dir_id_cmp(a, b);
 }
 
 /* layers.json or containers.json: its maps moved, its records listed. */
@@ -458,7 +461,7 @@ static int plan_skip(struct shiftimg *h, struct rootful *rf)
 				err = add_skip(h, rf, where, r->ids.id[j]);
 	}
 	if (!err)
-		qsort(rf->skip.ino, rf->skip.nr, sizeof(rf->skip.ino[0]), by_ino);
+		qsort(rf->skip.id, rf->skip.nr, sizeof(rf->skip.id[0]), by_id);
 	return err;
 }
 
@@ -658,12 +661,8 @@ static int migrate_rootful(struct shiftimg *h, const char *target, struct rootfu
 {
 	bool dry = h->flags & SHIFTIMG_DRY_RUN;
 	char where[PATH_MAX];
-	struct stat st;
 	int err;
 
-	if (stat(rf->store, &st) < 0)
-		return si_error(h, errno, "%s: %s", rf->store, strerror(errno));
-	rf->skip.dev = ((uint64_t)major(st.st_dev) << 32) | minor(st.st_dev);
 	err = check_unused(h, rf->store, 0);
 	if (!err && rf->runroot[0] &&
 	    mountpoints_under(rf->runroot, rf->store, 0, where, sizeof(where)))
