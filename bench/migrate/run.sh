@@ -128,6 +128,7 @@ for i in $(seq "$IMAGES"); do
 	as_user $P create --name c$i localhost/img$i /bin/true >/dev/null
 done
 rm -rf "$B/img" "$B/img.tar"
+rm -f "$H/images.tar"
 as_user $P save -m -o "$H/images.tar" $(seq -f 'localhost/img%g' 1 "$IMAGES") >/dev/null
 chmod 644 "$H/images.tar"
 st=$H/.local/share/containers/storage
