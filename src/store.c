@@ -410,6 +410,7 @@ static int by_id(const void *a, const void *b)
 static int plan_json(struct shiftimg *h, struct rootful *rf, struct record *r,
 		     const struct si_idmap f[2])
 {
+	unsigned int mapped = 0;
 	char why[256];
 	size_t i;
 
@@ -417,8 +418,12 @@ static int plan_json(struct shiftimg *h, struct rootful *rf, struct record *r,
 				why, sizeof(why)) < 0)
 		return si_error(h, EINVAL, "%s: %s", r->path, why);
 	for (i = 0; i < r->ids.nr; i++)
-		if (r->ids.mapped[i])
-			r->layers ? rf->layers++ : rf->containers++;
+		mapped += r->ids.mapped[i];
+	*(r->layers ? &rf->layers : &rf->containers) += mapped;
+	/* A zfs layer is a dataset, mounted only while in use: not walked. */
+	if (r->layers && !layer_dirs[r->driver] && mapped)
+		return si_error(h, ENOTSUP, "%s: layers made for a user namespace on the %s driver, whose layers are datasets this does not walk; nothing was changed",
+				r->path, drivers[r->driver]);
 	return 0;
 }
 
