@@ -345,39 +345,29 @@ static int store_item(struct writer *w, const struct si_bolt_item *it,
 
 /* One level of pages: the first key and page of each, for the level above. */
 struct level {
-	const unsigned char **key;
-	uint32_t *klen;
-	uint64_t *pgid;
+	struct level_page {
+		const unsigned char *key;
+		uint32_t klen;
+		uint64_t pgid;
+	} *page;
 	size_t nr;
 };
 
 static int level_add(struct level *l, const unsigned char *key, uint32_t klen,
 		     uint64_t pgid)
 {
-	const unsigned char **k = realloc(l->key, (l->nr + 1) * sizeof(*k));
-	uint32_t *kl;
-	uint64_t *pg;
+	struct level_page *p = realloc(l->page, (l->nr + 1) * sizeof(*p));
 
-	if (k)
-		l->key = k;
-	kl = k ? realloc(l->klen, (l->nr + 1) * sizeof(*kl)) : NULL;
-	if (kl)
-		l->klen = kl;
-	pg = kl ? realloc(l->pgid, (l->nr + 1) * sizeof(*pg)) : NULL;
-	if (!pg)
+	if (!p)
 		return -1;
-	l->pgid = pg;
-	l->key[l->nr] = key;
-	l->klen[l->nr] = klen;
-	l->pgid[l->nr++] = pgid;
+	l->page = p;
+	l->page[l->nr++] = (struct level_page){ key, klen, pgid };
 	return 0;
 }
 
 static void level_free(struct level *l)
 {
-	free(l->key);
-	free(l->klen);
-	free(l->pgid);
+	free(l->page);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -421,8 +411,8 @@ static int write_branches(struct writer *w, const struct level *in, struct level
 		uint64_t span, id;
 		unsigned char *p;
 
-		while (j < in->nr && (j == i || size + ELEM + in->klen[j] <= w->ps))
-			size += ELEM + in->klen[j++];
+		while (j < in->nr && (j == i || size + ELEM + in->page[j].klen <= w->ps))
+			size += ELEM + in->page[j++].klen;
 		span = (size + w->ps - 1) / w->ps;
 		id = alloc_pages(w, span);
 		if (!id)
@@ -432,14 +422,15 @@ static int write_branches(struct writer *w, const struct level *in, struct level
 		d = HDR + (j - i) * ELEM;
 		for (k = i; k < j; k++) {
 			unsigned char *e = p + HDR + (k - i) * ELEM;
+			const struct level_page *c = &in->page[k];
 
 			put32(e, (uint32_t)(d - (size_t)(e - p)));
-			put32(e + 4, in->klen[k]);
-			put64(e + 8, in->pgid[k]);
-			memcpy(p + d, in->key[k], in->klen[k]);
-			d += in->klen[k];
+			put32(e + 4, c->klen);
+			put64(e + 8, c->pgid);
+			memcpy(p + d, c->key, c->klen);
+			d += c->klen;
 		}
-		if (level_add(out, in->key[i], in->klen[i], id) < 0)
+		if (level_add(out, in->page[i].key, in->page[i].klen, id) < 0)
 			return -1;
 		i = j;
 	}
@@ -466,7 +457,7 @@ static uint64_t write_bucket(struct writer *w, const struct si_bolt_bucket *bk)
 		lv = up;
 	}
 	if (!err)
-		root = lv.pgid[0];
+		root = lv.page[0].pgid;
 	level_free(&lv);
 	for (i = 0; s && i < bk->nr; i++)
 		if (s[i].owned)

@@ -69,7 +69,7 @@ int si_dir_sync(struct shiftimg *h, const char *dir)
 }
 
 int si_file_write(struct shiftimg *h, const char *path, const char *buf,
-		      size_t len, const struct stat *like)
+		  size_t len, const struct stat *like)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		      like->st_mode & 07777), err = 0;

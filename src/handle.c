@@ -582,19 +582,26 @@ bool si_check_privileged(const struct shiftimg *h)
 
 /* ---- the driver ---- */
 
-/*
- * The map a run applies to the ids on disk: the map given, composed
- * after the inverse of the map the target has now (--from-map), and
- * inverted for --reverse.
- */
+int si_disk_map(struct shiftimg *h, int k, struct si_idmap *out)
+{
+	if (!h->have_from[k]) {
+		*out = h->given[k];
+		return 0;
+	}
+	si_idmap_compose(&h->from[k], &h->given[k], out);
+	if (h->keep_outside && si_idmap_keep_outside(out, &h->from[k]) < 0)
+		return si_error(h, EINVAL, "the maps have too many ranges");
+	return 0;
+}
+
+/* The maps a run applies to the ids on disk: si_disk_map(), inverted for --reverse. */
 static int build_rules(struct shiftimg *h)
 {
 	struct si_idmap composed;	/* 8 KB */
-	int k;
+	int k, err;
 
 	for (k = 0; k < 2; k++) {
 		struct si_idmap *m = &h->rules.map[k];
-		const struct si_idmap *src = &h->given[k];
 
 		if (h->have_from[k] && !h->have[k])
 			return si_error(h, EINVAL,
@@ -606,17 +613,12 @@ static int build_rules(struct shiftimg *h)
 			m->ext[0] = (struct si_extent){ 0, 0, SI_ID_MAX + 1u };
 			continue;
 		}
-		if (h->have_from[k]) {
-			si_idmap_compose(&h->from[k], &h->given[k], &composed);
-			if (h->keep_outside &&
-			    si_idmap_keep_outside(&composed, &h->from[k]) < 0)
-				return si_error(h, EINVAL, "the maps have too many ranges");
-			src = &composed;
-		}
-		if (h->flags & SHIFTIMG_REVERSE)
-			si_idmap_invert(src, m);
-		else
-			*m = *src;
+		if (!(h->flags & SHIFTIMG_REVERSE))
+			err = si_disk_map(h, k, m);
+		else if (!(err = si_disk_map(h, k, &composed)))
+			si_idmap_invert(&composed, m);
+		if (err)
+			return err;
 	}
 	return 0;
 }

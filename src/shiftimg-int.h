@@ -189,7 +189,14 @@ int si_lxc_run(struct shiftimg *h, const char *target);
 int si_lxc_status(struct shiftimg *h, const char *target, FILE *out);
 int si_lxc_rollback(struct shiftimg *h, const char *target);
 
-/* containers/storage stores (src/store.c). */
+/*
+ * The map kind k's ids on disk go through (k has a map): the map given,
+ * composed after the inverse of the map the target has now
+ * (--from-map), and with keep_outside the identity on every id the
+ * from-map does not hold.  Returns 0 or -errno.
+ */
+int si_disk_map(struct shiftimg *h, int k, struct si_idmap *out);
+
 /* Small files beside a target (src/files.c); each returns 0 or -errno. */
 int si_file_read(struct shiftimg *h, const char *path, size_t max, char **buf,
 		 size_t *len);
@@ -208,6 +215,7 @@ int si_file_stage(struct shiftimg *h, const char *path, const char *next,
 /* Renames old over path, or only unlinks it if both are one file. */
 int si_file_put_back(struct shiftimg *h, const char *old, const char *path);
 
+/* containers/storage stores (src/store.c). */
 bool si_store_probe(const char *path);
 int si_store_run(struct shiftimg *h, const char *target);
 int si_store_status(struct shiftimg *h, const char *target, FILE *out);

@@ -165,9 +165,11 @@ static bool mounted_anywhere(const char *path, char *where, size_t size,
 /*
  * containers/storage counts the mounts of its layers in
  * <driver>-layers/mountpoints.json under its run root (by default
- * /run/user/UID/containers, /run/containers/storage; older versions:
- * the store itself), naming each mounted layer's path: a file there
- * that names a path in the store is a use.
+ * /run/user/UID/containers, /run/containers/storage, or the one
+ * libpod's database names; older versions: the store itself), naming
+ * each mounted layer's path: a file there that names a path in the
+ * store is a use.  (podman mount of a vfs layer mounts nothing: only
+ * this file shows it.)
  */
 static bool names_store(const char *file, const char *store)
 {
@@ -222,21 +224,25 @@ static bool mountpoints_under(const char *dir, const char *store, int depth,
 	return found;
 }
 
-static bool layers_mounted(const char *store, uid_t owner, char *which, size_t size)
+static bool layers_mounted(const char *store, uid_t owner, const char *runroot,
+			   char *which, size_t size)
 {
 	char run[64];
 
 	snprintf(run, sizeof(run), "/run/user/%u", (unsigned int)owner);
 	return mountpoints_under(store, store, 0, which, size) ||
-	       mountpoints_under(owner ? run : "/run/containers", store, 2, which, size);
+	       mountpoints_under(owner ? run : "/run/containers", store, 2, which, size) ||
+	       (runroot && runroot[0] && mountpoints_under(runroot, store, 0, which, size));
 }
 
-static int check_unused(struct shiftimg *h, const char *store, uid_t owner)
+/* runroot: libpod's run root as its database names it, or NULL. */
+static int check_unused(struct shiftimg *h, const char *store, uid_t owner,
+			const char *runroot)
 {
 	char where[PATH_MAX];
 	pid_t pid = 0;
 
-	if (layers_mounted(store, owner, where, sizeof(where)))
+	if (layers_mounted(store, owner, runroot, where, sizeof(where)))
 		return si_error(h, EBUSY, "%s: layers are mounted (%s): stop its containers and unmount its images (podman unmount --all, podman image unmount --all)",
 				store, where);
 	if (mounted_anywhere(store, where, sizeof(where), &pid))
@@ -280,7 +286,6 @@ static int rootless_maps(struct shiftimg *h, const struct stat *st)
 	return err;
 }
 
-
 /* ---- a rootful store's records of what was made for a user namespace ---- */
 
 #define RECORDS_MAX	(256u << 20)
@@ -312,9 +317,10 @@ struct rootful {
 	int db_fd;		/* libpod's database, locked */
 };
 
+/* A record or one of its companions is there. */
 static bool exists(const char *path)
 {
-	return access(path, F_OK) == 0;
+	return exists_at(AT_FDCWD, path, S_IFREG);
 }
 
 static void add_record(struct rootful *rf, const char *rel, int driver, bool layers)
@@ -418,7 +424,7 @@ static int plan_json(struct shiftimg *h, struct rootful *rf, struct record *r,
 				why, sizeof(why)) < 0)
 		return si_error(h, EINVAL, "%s: %s", r->path, why);
 	for (i = 0; i < r->ids.nr; i++)
-		mapped += r->ids.mapped[i];
+		mapped += r->ids.rec[i].mapped;
 	*(r->layers ? &rf->layers : &rf->containers) += mapped;
 	/* A zfs layer is a dataset, mounted only while in use: not walked. */
 	if (r->layers && !layer_dirs[r->driver] && mapped)
@@ -440,7 +446,7 @@ static bool layer_of_mapped(const struct rootful *rf, int driver, const char *id
 		const struct record *c = &rf->rec[i];
 
 		for (j = 0; c->driver == driver && !c->layers && j < c->ids.nr; j++)
-			if (c->ids.mapped[j] && !strcmp(c->ids.layer[j], id))
+			if (c->ids.rec[j].mapped && !strcmp(c->ids.rec[j].layer, id))
 				return true;
 	}
 	return false;
@@ -461,9 +467,9 @@ static int plan_skip(struct shiftimg *h, struct rootful *rf)
 		snprintf(where, sizeof(where), "%s%s", r->layers ? layer_dirs[r->driver] :
 			 drivers[r->driver], r->layers ? "" : "-containers/");
 		for (j = 0; !err && j < r->ids.nr; j++)
-			if (!r->ids.mapped[j] &&
-			    !(r->layers && layer_of_mapped(rf, r->driver, r->ids.id[j])))
-				err = add_skip(h, rf, where, r->ids.id[j]);
+			if (!r->ids.rec[j].mapped &&
+			    !(r->layers && layer_of_mapped(rf, r->driver, r->ids.rec[j].id)))
+				err = add_skip(h, rf, where, r->ids.rec[j].id);
 	}
 	if (!err)
 		qsort(rf->skip.id, rf->skip.nr, sizeof(rf->skip.id[0]), by_id);
@@ -507,23 +513,21 @@ static int plan_records(struct shiftimg *h, struct rootful *rf, const struct si_
 
 /*
  * The map the store's host ids go through: old host id -> container id
- * -> new host id, every other host id kept (root's own files).  With
- * no from-map, the identity: the records are only read.
+ * -> new host id, every other host id kept (root's own files), as the
+ * run applies it (h->keep_outside).  With no from-map, the identity:
+ * the records are only read.
  */
 static int store_maps(struct shiftimg *h, struct si_idmap f[2])
 {
-	int k;
+	int k, err = 0;
 
-	for (k = 0; k < 2; k++) {
+	for (k = 0; !err && k < 2; k++) {
 		f[k].nr = 1;
 		f[k].ext[0] = (struct si_extent){ 0, 0, SI_ID_MAX + 1u };
-		if (!h->have[k] || !h->have_from[k])
-			continue;
-		si_idmap_compose(&h->from[k], &h->given[k], &f[k]);
-		if (si_idmap_keep_outside(&f[k], &h->from[k]) < 0)
-			return si_error(h, EINVAL, "the maps have too many ranges");
+		if (h->have[k] && h->have_from[k])
+			err = si_disk_map(h, k, &f[k]);
 	}
-	return 0;
+	return err;
 }
 
 /* bolt locks its file while a process has it open: podman is at work. */
@@ -665,24 +669,17 @@ static void say_records(struct shiftimg *h, const struct rootful *rf)
 static int migrate_rootful(struct shiftimg *h, const char *target, struct rootful *rf)
 {
 	bool dry = h->flags & SHIFTIMG_DRY_RUN;
-	char where[PATH_MAX];
 	int err;
 
-	err = check_unused(h, rf->store, 0);
-	if (!err && rf->runroot[0] &&
-	    mountpoints_under(rf->runroot, rf->store, 0, where, sizeof(where)))
-		err = si_error(h, EBUSY, "%s: layers are mounted (%s): stop its containers and unmount its images (podman unmount --all, podman image unmount --all)",
-			       target, where);
+	err = check_unused(h, rf->store, 0, rf->runroot);
 	if (!err && !dry)
 		err = lock_db(h, rf);
 	if (err)
 		return err;
-	h->keep_outside = true;
 	h->skip = &rf->skip;
 	h->commit_fn = dry ? NULL : commit_records;
 	h->commit_arg = rf;
 	err = si_run_path(h, target);
-	h->keep_outside = false;
 	h->skip = NULL;
 	h->commit_fn = NULL;
 	/* No journal left: the records went in with the tree, or before. */
@@ -705,6 +702,7 @@ static int rootful_run(struct shiftimg *h, const char *target)
 		return si_error(h, ENOMEM, "out of memory");
 	}
 	rf->db_fd = -1;
+	h->keep_outside = true;
 	err = realpath(target, rf->store) ? 0 : si_error(h, errno, "%s: %s", target, strerror(errno));
 	if (!err) {
 		find_records(rf);
@@ -725,6 +723,7 @@ static int rootful_run(struct shiftimg *h, const char *target)
 	if (!err)
 		err = migrate_rootful(h, target, rf);
 out_free:
+	h->keep_outside = false;
 	free_records(rf);
 	free(rf);
 	free(f);
@@ -756,7 +755,7 @@ int si_store_run(struct shiftimg *h, const char *target)
 	if (!err && !realpath(target, real))
 		err = si_error(h, errno, "%s: %s", target, strerror(errno));
 	if (!err)
-		err = check_unused(h, real, st.st_uid);
+		err = check_unused(h, real, st.st_uid, NULL);
 	if (!err)
 		err = si_run_path(h, target);
 out_restore:

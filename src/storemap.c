@@ -116,15 +116,15 @@ static int pieces_text(struct si_json_edits *l, struct si_json_span el,
 	return err;
 }
 
-/* One recorded map (an array of extents) through f. */
+/* One recorded map (an array of extents) through f: its number of extents, or -1. */
 static int remap_array(const char *b, struct si_json_span arr, enum style st,
 		       const struct si_idmap *f, struct si_json_edits *l,
 		       bool *changed, char *why, size_t size)
 {
-	static __thread struct pieces all;
+	struct pieces all;
 	struct si_json_span el;
 	size_t iter = 0;
-	int r;
+	int r, entries = 0;
 
 	all.nr = 0;
 	while ((r = si_json_elem(b, arr, &iter, &el)) == 1) {
@@ -133,6 +133,7 @@ static int remap_array(const char *b, struct si_json_span arr, enum style st,
 		size_t at = all.nr;
 		int k, n;
 
+		entries++;
 		for (k = 0; k < 3; k++)
 			if (si_json_member(b, el, field[st][k], &v[k], NULL) != 1 ||
 			    si_json_u64(b, v[k], &x[k]) < 0 || x[k] > SI_ID_MAX + 1ull) {
@@ -158,7 +159,7 @@ static int remap_array(const char *b, struct si_json_span arr, enum style st,
 	}
 	if (r < 0)
 		snprintf(why, size, "a map that is not a JSON array of objects");
-	return r < 0 ? -1 : 0;
+	return r < 0 ? -1 : entries;
 }
 
 /* Member key of obj, if it is of type (a '[' or '{'): 1, 0 if absent or null. */
@@ -182,20 +183,19 @@ static int remap_pair(const char *b, struct si_json_span obj, const char *const 
 	int k;
 
 	for (k = 0; k < 2; k++) {
-		struct si_json_span arr, el;
-		size_t iter = 0;
+		struct si_json_span arr;
 		int r = member_of(b, obj, keys[k], '[', &arr);
 
 		if (r < 0) {
 			snprintf(why, size, "\"%s\" is not an array", keys[k]);
 			return -1;
 		}
-		if (!r)
-			continue;
-		if (mapped && si_json_elem(b, arr, &iter, &el) == 1)
-			*mapped = true;
-		if (remap_array(b, arr, st, &f[k], l, changed, why, size) < 0)
+		if (r)
+			r = remap_array(b, arr, st, &f[k], l, changed, why, size);
+		if (r < 0)
 			return -1;
+		if (mapped && r > 0)
+			*mapped = true;
 	}
 	return 0;
 }
@@ -203,23 +203,15 @@ static int remap_pair(const char *b, struct si_json_span obj, const char *const 
 static int add_id(struct si_store_ids *ids, const char *id, const char *layer,
 		  bool mapped)
 {
-	char (*p)[SI_STORE_ID_MAX] = realloc(ids->id, (ids->nr + 1) * sizeof(*p));
-	bool *m;
+	struct si_store_rec *p = realloc(ids->rec, (ids->nr + 1) * sizeof(*p));
 
 	if (!p)
 		return -1;
-	ids->id = p;
-	p = realloc(ids->layer, (ids->nr + 1) * sizeof(*p));
-	if (!p)
-		return -1;
-	ids->layer = p;
-	snprintf(ids->layer[ids->nr], SI_STORE_ID_MAX, "%s", layer);
-	m = realloc(ids->mapped, (ids->nr + 1) * sizeof(*m));
-	if (!m)
-		return -1;
-	ids->mapped = m;
-	snprintf(ids->id[ids->nr], SI_STORE_ID_MAX, "%s", id);
-	ids->mapped[ids->nr++] = mapped;
+	ids->rec = p;
+	p += ids->nr++;
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	snprintf(p->layer, sizeof(p->layer), "%s", layer);
+	p->mapped = mapped;
 	return 0;
 }
 
@@ -288,9 +280,7 @@ out_free:
 
 void si_store_ids_free(struct si_store_ids *ids)
 {
-	free(ids->id);
-	free(ids->layer);
-	free(ids->mapped);
+	free(ids->rec);
 	memset(ids, 0, sizeof(*ids));
 }
 

@@ -26,11 +26,13 @@
 
 #define SI_STORE_ID_MAX	128
 
-/* The ids of the records of a layers.json or containers.json. */
+/* The records of a layers.json or containers.json. */
 struct si_store_ids {
-	char (*id)[SI_STORE_ID_MAX];
-	char (*layer)[SI_STORE_ID_MAX];	/* a container's layer, or "" */
-	bool *mapped;		/* the record has a uidmap or a gidmap */
+	struct si_store_rec {
+		char id[SI_STORE_ID_MAX];
+		char layer[SI_STORE_ID_MAX];	/* a container's layer, or "" */
+		bool mapped;		/* it has a uidmap or a gidmap */
+	} *rec;
 	size_t nr;
 };
 

@@ -54,10 +54,10 @@ static void test_layers_moved(void **state)
 		"\"gidmap\":[{\"container_id\":0,\"host_id\":200000,\"size\":65536}]},"
 		"{\"id\":\"other\",\"uidmap\":[{\"container_id\":0,\"host_id\":500000,\"size\":10}]}]");
 	assert_int_equal(ids.nr, 3);
-	assert_string_equal(ids.id[0], "plain");
-	assert_false(ids.mapped[0]);
-	assert_true(ids.mapped[1]);
-	assert_true(ids.mapped[2]);
+	assert_string_equal(ids.rec[0].id, "plain");
+	assert_false(ids.rec[0].mapped);
+	assert_true(ids.rec[1].mapped);
+	assert_true(ids.rec[2].mapped);
 	si_store_ids_free(&ids);
 	free(out);
 
