@@ -12,12 +12,12 @@
 #include "storemap.h"
 
 static struct si_idmap f[2];
+static char why[256];	/* the reason of the last refusal */
 
 /* f: host ids old:65536 go to new:65536, every other host id kept. */
 static void maps(uint32_t old, uint32_t new, uint32_t count)
 {
 	struct si_idmap from = { 0 }, to = { 0 };
-	char why[128];
 	int k;
 
 	assert_int_equal(si_idmap_add(&from, 0, old, count, why, sizeof(why)), 0);
@@ -26,6 +26,14 @@ static void maps(uint32_t old, uint32_t new, uint32_t count)
 		si_idmap_compose(&from, &to, &f[k]);
 		assert_int_equal(si_idmap_keep_outside(&f[k], &from), 0);
 	}
+}
+
+/* json's records through f: what si_storemap_records() returns. */
+static int records(const char *json, char **out, struct si_store_ids *ids)
+{
+	size_t len;
+
+	return si_storemap_records(json, strlen(json), f, out, &len, ids, why, sizeof(why));
 }
 
 /* As containers/storage writes layers.json: no spaces. */
@@ -39,13 +47,11 @@ static const char layers[] =
 static void test_layers_moved(void **state)
 {
 	struct si_store_ids ids;
-	char *out, why[256];
-	size_t len;
+	char *out;
 
 	(void)state;
 	maps(100000, 200000, 65536);
-	assert_int_equal(si_storemap_records(layers, strlen(layers), f, &out, &len, &ids,
-					     why, sizeof(why)), 0);
+	assert_int_equal(records(layers, &out, &ids), 0);
 	assert_non_null(out);
 	assert_string_equal(out,
 		"[{\"id\":\"plain\",\"uidset\":[0,1000]},"
@@ -63,8 +69,7 @@ static void test_layers_moved(void **state)
 
 	/* Nothing in the old range: nothing changes. */
 	maps(300000, 400000, 65536);
-	assert_int_equal(si_storemap_records(layers, strlen(layers), f, &out, &len, &ids,
-					     why, sizeof(why)), 0);
+	assert_int_equal(records(layers, &out, &ids), 0);
 	assert_null(out);
 	si_store_ids_free(&ids);
 }
@@ -75,13 +80,11 @@ static void test_map_split(void **state)
 	static const char one[] =
 		"[{\"id\":\"c\",\"uidmap\":[{\"container_id\":0,\"host_id\":150000,\"size\":20000}]}]";
 	struct si_store_ids ids;
-	char *out, why[256];
-	size_t len;
+	char *out;
 
 	(void)state;
 	maps(100000, 300000, 65536);
-	assert_int_equal(si_storemap_records(one, strlen(one), f, &out, &len, &ids,
-					     why, sizeof(why)), 0);
+	assert_int_equal(records(one, &out, &ids), 0);
 	assert_string_equal(out,
 		"[{\"id\":\"c\",\"uidmap\":[{\"container_id\":0,\"host_id\":350000,\"size\":15536},"
 		"{\"container_id\":15536,\"host_id\":165536,\"size\":4464}]}]");
@@ -96,13 +99,11 @@ static void test_collision_refused(void **state)
 		"[{\"id\":\"c\",\"uidmap\":[{\"container_id\":0,\"host_id\":100000,\"size\":10},"
 		"{\"container_id\":10,\"host_id\":200005,\"size\":10}]}]";
 	struct si_store_ids ids;
-	char *out, why[256];
-	size_t len;
+	char *out;
 
 	(void)state;
 	maps(100000, 200000, 65536);
-	assert_int_equal(si_storemap_records(two, strlen(two), f, &out, &len, &ids,
-					     why, sizeof(why)), -1);
+	assert_int_equal(records(two, &out, &ids), -1);
 	assert_non_null(strstr(why, "c: the new map would give host id 200005 to two container ids"));
 }
 
@@ -119,14 +120,13 @@ static void test_bad_records_refused(void **state)
 		"[{\"id\":\"x\",\"uidmap\":[{\"container_id\":0,\"host_id\":4294967295,\"size\":2}]}]",
 	};
 	struct si_store_ids ids;
-	char *out, why[256];
-	size_t len, i;
+	char *out;
+	size_t i;
 
 	(void)state;
 	maps(100000, 200000, 65536);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(si_storemap_records(bad[i], strlen(bad[i]), f, &out, &len,
-						     &ids, why, sizeof(why)), -1);
+		assert_int_equal(records(bad[i], &out, &ids), -1);
 }
 
 /* libpod's container config: both of its maps, in their own key names. */
@@ -144,7 +144,6 @@ static void test_libpod_config(void **state)
 	struct si_bolt_bucket ctr = { 0 }, c1 = { 0 }, c2 = { 0 };
 	struct si_bolt_item ctr_items[2], root_item, c1_item, c2_item;
 	unsigned int changed;
-	char why[256];
 	char *want;
 
 	(void)state;
