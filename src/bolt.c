@@ -411,7 +411,10 @@ static int write_branches(struct writer *w, const struct level *in, struct level
 		uint64_t span, id;
 		unsigned char *p;
 
-		while (j < in->nr && (j == i || size + ELEM + in->page[j].klen <= w->ps))
+		/* Two keys at least, whatever their size, as bolt's pages:
+		 * with one, a level of long keys is no smaller than the one
+		 * below and the tree never gets a root. */
+		while (j < in->nr && (j - i < 2 || size + ELEM + in->page[j].klen <= w->ps))
 			size += ELEM + in->page[j++].klen;
 		span = (size + w->ps - 1) / w->ps;
 		id = alloc_pages(w, span);
